@@ -1,0 +1,173 @@
+"""Configuration: documented defaults, overridden by a TOML file, overridden by environment variables.
+
+Every option lives in a section dataclass below. The TOML file uses the same names
+(`[server] port = 8000`), and every option is also settable as `WREN_<SECTION>_<OPTION>`
+(`WREN_SERVER_PORT=9000`). Environment values are parsed as the field's type (bool accepts
+1/0/true/false/yes/no; lists are comma-separated). Unknown keys in the file are an error, so a typo
+never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A config file or environment variable that cannot be used; the message names the option."""
+
+
+@dataclass
+class ServerConfig:
+    host: str = "0.0.0.0"  # LAN devices must reach it; tests bind 127.0.0.1
+    port: int = 8000
+    # URL handed to devices by the OTA endpoint; empty = derived from the request's Host header.
+    public_ws_url: str = ""
+    websocket_path: str = "/xiaozhi/v1/"
+    ota_path: str = "/xiaozhi/ota/"
+    timezone_offset_minutes: int = 0
+    idle_timeout_s: float = 120.0  # close a connection with no voice/turn activity (counted from connect)
+    hello_timeout_s: float = 10.0  # close a socket that never says hello
+    max_frame_bytes: int = 65536  # larger WebSocket messages are refused (1009)
+    data_dir: str = "data"  # sessions database and other state
+
+
+@dataclass
+class AuthConfig:
+    mode: str = "open"  # "open" or "token"
+    secret: str = ""  # HMAC key for tokens (mode = token)
+    allowed_devices: list[str] = field(default_factory=list)  # device ids admitted without a token
+    token_ttl_s: int = 30 * 24 * 3600
+
+
+@dataclass
+class AudioConfig:
+    downlink_format: str = "opus"  # opus, or pcm when the device announced pcm
+    downlink_sample_rate: int = 24000
+    downlink_frame_ms: int = 60
+    opus_bitrate: int = 24000
+    prebuffer_frames: int = 5  # sent at once before real-time pacing starts
+    drain_margin_ms: int = 120  # wait after the last frame's play time before `tts stop`
+
+
+@dataclass
+class VadConfig:
+    engine: str = "silero"  # silero or webrtc
+    threshold: float = 0.5
+    silence_ms: int = 500  # end of turn in auto mode
+    min_speech_ms: int = 150
+    preroll_ms: int = 300
+    max_utterance_s: float = 20.0
+    no_speech_timeout_s: float = 8.0  # auto mode: listening this long with no speech is an empty turn
+
+
+@dataclass
+class AsrConfig:
+    engine: str = "pocketsphinx"  # pocketsphinx or vosk
+    model_path: str = ""  # vosk: a model folder; pocketsphinx: empty = bundled en-US
+    language: str = "en-US"
+    pool_size: int = 2  # recognisers kept warm; more are created on demand
+
+
+@dataclass
+class TtsConfig:
+    engine: str = "piper"
+    voice_path: str = ""  # empty = bundled en_US joe medium
+    length_scale: float = 1.0
+
+
+@dataclass
+class AgentConfig:
+    engine: str = "builtin"  # builtin, openai or ovos
+    max_concurrent_turns: int = 8
+    history_max_messages: int = 40
+    openai_base_url: str = "http://127.0.0.1:11434/v1"
+    openai_api_key: str = ""
+    openai_model: str = "llama3.2"
+    openai_timeout_s: float = 30.0
+    openai_max_tool_rounds: int = 5
+    ovos_url: str = "ws://127.0.0.1:8181/core"
+    ovos_timeout_s: float = 10.0
+    ovos_max_turn_s: float = 30.0
+    system_prompt: str = (
+        "You are Wren, a friendly voice assistant. Answer in one or two short spoken sentences."
+    )
+
+
+@dataclass
+class McpConfig:
+    config_file: str = ""  # JSON with an "mcpServers" object (the common shape)
+    tool_timeout_s: float = 10.0
+
+
+@dataclass
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    tts: TtsConfig = field(default_factory=TtsConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+
+
+def _coerce(value: object, typ: object, name: str) -> object:
+    origin = typing.get_origin(typ)
+    if origin is list:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, list):
+            return [str(v) for v in value]
+        raise ConfigError(f"{name}: expected a list, got {value!r}")
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected a boolean, got {value!r}")
+    if typ in (int, float):
+        try:
+            return typ(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected {typ.__name__}, got {value!r}") from None
+    return str(value)
+
+
+def _apply(section: object, section_name: str, values: dict, source: str) -> None:
+    hints = typing.get_type_hints(type(section))
+    for key, value in values.items():
+        if key not in hints:
+            raise ConfigError(f"{source}: unknown option [{section_name}] {key}")
+        setattr(section, key, _coerce(value, hints[key], f"{section_name}.{key}"))
+
+
+def load_config(path: str | os.PathLike | None = None, env: typing.Mapping[str, str] | None = None) -> Config:
+    """Defaults, then the TOML file (if any), then WREN_<SECTION>_<OPTION> environment variables."""
+    env = os.environ if env is None else env
+    config = Config()
+    path = path or env.get("WREN_CONFIG") or None
+    if path:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        for name, values in data.items():
+            if not hasattr(config, name) or not isinstance(values, dict):
+                raise ConfigError(f"{path}: unknown section [{name}]")
+            _apply(getattr(config, name), name, values, str(path))
+    for f in dataclasses.fields(config):
+        section = getattr(config, f.name)
+        prefix = f"WREN_{f.name.upper()}_"
+        values = {k[len(prefix) :].lower(): v for k, v in env.items() if k.startswith(prefix)}
+        _apply(section, f.name, values, "environment")
+    return config
