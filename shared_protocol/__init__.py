@@ -1,0 +1,11 @@
+"""Every frame Wren's firmware and server exchange (the xiaozhi protocol).
+
+Importable unchanged on CPython 3.11+ and MicroPython; no I/O. See docs/protocol.md.
+"""
+
+from shared_protocol import audio, jsonrpc, messages
+from shared_protocol.errors import ProtocolError, UnknownMessageType
+
+PROTOCOL_VERSIONS = (1, 2, 3)
+
+__all__ = ["PROTOCOL_VERSIONS", "ProtocolError", "UnknownMessageType", "audio", "jsonrpc", "messages"]
