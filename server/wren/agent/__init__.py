@@ -1,0 +1,1 @@
+"""Conversation core: messages, bus, the agent loop (locks, gate, pending queue), persistence, engines."""

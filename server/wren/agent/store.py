@@ -1,0 +1,152 @@
+"""SQLite persistence of each session's history and engine state.
+
+One database file (`<data_dir>/sessions.sqlite3`) in WAL mode. A whole turn (user rows, assistant
+row, engine state, trim) is written in ONE transaction, so a crash mid-write loses nothing that was
+already committed and never leaves half a turn behind. SQLite work runs on a single worker thread,
+which keeps the event loop free and serialises access to the one connection.
+
+Trim policy: after each turn only the newest `history_max_messages` rows of that session are kept
+(older rows are deleted in the same transaction). Engine state (e.g. the user's name, the OVOS
+session) is stored separately and is never trimmed, so facts outlive the trimmed transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_key TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages (session_key, id);
+CREATE TABLE IF NOT EXISTS engine_state (
+    session_key TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    state TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (session_key, engine)
+);
+"""
+
+
+@dataclass
+class HistoryRow:
+    role: str  # "user" or "assistant"
+    content: str
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"interrupted": true}
+
+
+class SessionStore:
+    def __init__(self, path: str | Path, history_max_messages: int = 40) -> None:
+        self.path = Path(path)
+        self.history_max_messages = max(2, history_max_messages)
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        if self._executor is None:
+            raise RuntimeError("session store is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def open(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wren-sessions")
+        await self._run(self._open_sync)
+
+    def _open_sync(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")  # a committed turn survives power loss, not just a crash
+        conn.executescript(SCHEMA)
+        self._conn = conn
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        await self._run(self._close_sync)
+        self._executor.shutdown(wait=True)
+        self._executor = None
+
+    def _close_sync(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def load(self, session_key: str, engine: str) -> tuple[list[HistoryRow], dict[str, Any]]:
+        """The session's kept history (oldest first, starting at a user row) and this engine's state."""
+        return await self._run(self._load_sync, session_key, engine)
+
+    def _load_sync(self, session_key: str, engine: str) -> tuple[list[HistoryRow], dict[str, Any]]:
+        assert self._conn is not None
+        rows = self._conn.execute(
+            "SELECT role, content, meta FROM messages WHERE session_key = ? ORDER BY id DESC LIMIT ?",
+            (session_key, self.history_max_messages),
+        ).fetchall()
+        history = [
+            HistoryRow(role, content, json.loads(meta or "{}")) for role, content, meta in reversed(rows)
+        ]
+        while history and history[0].role != "user":
+            history.pop(0)  # never start mid-exchange after a trim
+        found = self._conn.execute(
+            "SELECT state FROM engine_state WHERE session_key = ? AND engine = ?", (session_key, engine)
+        ).fetchone()
+        state = json.loads(found[0]) if found else {}
+        return history, state if isinstance(state, dict) else {}
+
+    async def commit_turn(
+        self, session_key: str, engine: str, rows: list[HistoryRow], state: dict[str, Any] | None
+    ) -> None:
+        """Append the turn's rows, save the engine state and trim, all in one transaction."""
+        await self._run(self._commit_sync, session_key, engine, rows, state)
+
+    def _commit_sync(
+        self, session_key: str, engine: str, rows: list[HistoryRow], state: dict[str, Any] | None
+    ) -> None:
+        assert self._conn is not None
+        now = time.time()
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                "INSERT INTO messages (session_key, role, content, created_at, meta) VALUES (?, ?, ?, ?, ?)",
+                [(session_key, r.role, r.content, now, json.dumps(r.meta)) for r in rows],
+            )
+            if state is not None:
+                conn.execute(
+                    "INSERT INTO engine_state (session_key, engine, state, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (session_key, engine) DO UPDATE SET state = excluded.state, "
+                    "updated_at = excluded.updated_at",
+                    (session_key, engine, json.dumps(state), now),
+                )
+            conn.execute(
+                "DELETE FROM messages WHERE session_key = ? AND id NOT IN "
+                "(SELECT id FROM messages WHERE session_key = ? ORDER BY id DESC LIMIT ?)",
+                (session_key, session_key, self.history_max_messages),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def message_count(self, session_key: str) -> int:
+        return await self._run(
+            lambda: self._conn.execute(  # type: ignore[union-attr]
+                "SELECT COUNT(*) FROM messages WHERE session_key = ?", (session_key,)
+            ).fetchone()[0]
+        )
