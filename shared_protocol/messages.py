@@ -248,6 +248,8 @@ def parse(data):
         msg = json.loads(data)
     except ValueError:  # CPython's JSONDecodeError and MicroPython's error are both ValueErrors
         _fail(None, "frame is not valid JSON")
+    except RuntimeError:  # CPython's RecursionError on absurdly deep nesting
+        _fail(None, "frame nests too deeply")
     return validate(msg)
 
 
