@@ -1,0 +1,58 @@
+"""Streaming speech recognition: `load_asr(config) -> AsrEngine`.
+
+Usage per utterance (all calls blocking CPU work; the server runs them in its executor):
+
+    stream = engine.open_stream()     # a warm recogniser from the pool
+    stream.accept(pcm16k)             # as audio arrives; decoding happens here, while the user speaks
+    stream.partial()                  # best guess so far
+    text = stream.finish()            # end of utterance: final lowercase words, noise tokens removed
+    stream.close()                    # recogniser back to the pool (also after an abandoned utterance)
+
+Thread-safety: the engine (its pool) is thread-safe; one AsrStream must be used by one thread at a time
+(consecutive executor jobs are fine, concurrent ones are not).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from wren.config import AsrConfig
+
+
+class AsrError(RuntimeError):
+    """A recogniser that cannot be loaded or used."""
+
+
+class AsrStream(Protocol):
+    def accept(self, pcm: bytes) -> None: ...
+
+    def partial(self) -> str: ...
+
+    def finish(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class AsrEngine(Protocol):
+    name: str
+    sample_rate: int
+
+    def open_stream(self) -> AsrStream: ...
+
+
+def load_asr(config: AsrConfig) -> AsrEngine:
+    engine = config.engine.lower()
+    if engine == "pocketsphinx":
+        from wren.speech.asr.pocketsphinx_engine import PocketsphinxEngine
+
+        return PocketsphinxEngine(model_path=config.model_path, pool_size=config.pool_size)
+    if engine == "vosk":
+        from wren.speech.asr.vosk_engine import VoskEngine
+
+        if not config.model_path:
+            raise AsrError("asr.engine = vosk needs asr.model_path (a vosk model folder)")
+        return VoskEngine(model_path=config.model_path, pool_size=config.pool_size)
+    raise AsrError(f"unknown ASR engine {config.engine!r} (pocketsphinx or vosk)")
+
+
+__all__ = ["AsrEngine", "AsrError", "AsrStream", "load_asr"]

