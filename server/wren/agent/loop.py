@@ -80,7 +80,7 @@ class AgentLoop:
 
     async def start(self) -> None:
         await self.store.open()
-        if self.server_tools is not None:
+        if hasattr(self.server_tools, "start"):
             await self.server_tools.start()
         await self.engine.start()
         self._runner = asyncio.get_running_loop().create_task(self.run(), name="agent-bus")
@@ -96,7 +96,7 @@ class AgentLoop:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.engine.close()
-        if self.server_tools is not None:
+        if hasattr(self.server_tools, "close"):
             await self.server_tools.close()
         await self.store.close()
 

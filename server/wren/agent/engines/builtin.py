@@ -110,7 +110,15 @@ class BuiltinEngine:
         return None
 
     async def respond(self, ctx: TurnContext) -> AsyncIterator[TurnEvent]:
-        text = ctx.text.strip()
+        # Follow-ups merged at a safe boundary arrive as paragraphs: answer each in order.
+        parts = [p.strip() for p in ctx.text.split("\n\n") if p.strip()] or [""]
+        for index, part in enumerate(parts):
+            if index:
+                yield TextChunk(" ")
+            async for event in self._respond_one(ctx, part):
+                yield event
+
+    async def _respond_one(self, ctx: TurnContext, text: str) -> AsyncIterator[TurnEvent]:
         lowered = text.lower()
         words = tokens(text)
 

@@ -95,12 +95,13 @@ def _colour_in(words: list[str]) -> str | None:
 
 
 def _string_value(words: list[str], prop: str) -> str | None:
-    """The value for a string property: the words after "to"/"as", else after the property's name."""
-    for marker in ("to", "as"):
-        if marker in words:
-            rest = [w for w in words[len(words) - 1 - words[::-1].index(marker) + 1 :] if w not in STOPWORDS]
-            if rest:
-                return " ".join(rest)
+    """The value for a string property: the words after the last "to"/"as"/"for"/"in"/"about",
+    else the word after the property's name, else the word before "mode"."""
+    positions = [i for i, w in enumerate(words) if w in ("to", "as", "for", "in", "about", "called", "named")]
+    if positions:
+        rest = [w for w in words[positions[-1] + 1 :] if w not in STOPWORDS]
+        if rest:
+            return " ".join(rest)
     prop_words = _split_name(prop)
     for i, word in enumerate(words):
         if word in prop_words and i + 1 < len(words) and words[i + 1] not in STOPWORDS:
@@ -160,7 +161,7 @@ def extract_arguments(tool: ToolSpec, words: list[str]) -> dict[str, Any] | None
     return args
 
 
-def match_tool(text: str, tools: list[ToolSpec], min_score: float = 2.0) -> ToolMatch | None:
+def match_tool(text: str, tools: list[ToolSpec], min_score: float = 1.5) -> ToolMatch | None:
     """The best tool for the utterance, with its arguments, or None if nothing fits well enough."""
     if not tools:
         return None
@@ -176,6 +177,8 @@ def match_tool(text: str, tools: list[ToolSpec], min_score: float = 2.0) -> Tool
         if score == 0:
             continue
         name_words = set(_split_name(tool.name))
+        if not strong_hits and name_words & {"set", "turn", "change", "reboot", "upgrade"}:
+            continue  # a tool that changes something needs its own name in the request
         if is_setter and name_words & {"set", "turn", "change"}:
             score += 1.0
         if is_question and not is_setter and name_words & {"get", "status", "info", "state"}:
