@@ -3,9 +3,16 @@
 Importable unchanged on CPython 3.11+ and MicroPython; no I/O. See docs/protocol.md.
 """
 
-from shared_protocol import audio, jsonrpc, messages
+from shared_protocol import audio, jsonrpc, messages, validation
 from shared_protocol.errors import ProtocolError, UnknownMessageType
+from shared_protocol.validation import PROTOCOL_VERSIONS
 
-PROTOCOL_VERSIONS = (1, 2, 3)
-
-__all__ = ["PROTOCOL_VERSIONS", "ProtocolError", "UnknownMessageType", "audio", "jsonrpc", "messages"]
+__all__ = [
+    "PROTOCOL_VERSIONS",
+    "ProtocolError",
+    "UnknownMessageType",
+    "audio",
+    "jsonrpc",
+    "messages",
+    "validation",
+]
