@@ -118,6 +118,28 @@ def _v_hello(msg):
     _check_obj(msg, "text_font", False)
     if isinstance(msg.get("session_id"), str):
         _check_safe_session_id(msg["session_id"])
+    udp = _check_obj(msg, "udp", False)
+    if udp is not None:
+        _check_udp(udp)
+
+
+def _check_udp(udp):
+    # MQTT+UDP server hello (reference §7.2): the device ignores the hello if any of these is off.
+    _check_str(udp, "server", True, "udp")
+    port = udp.get("port")
+    if not _is_int(port) or port < 1 or port > 65535:
+        _fail("udp.port", "must be an integer in 1..65535")
+    for key in ("key", "nonce"):
+        value = _check_str(udp, key, True, "udp")
+        if len(value) != 32 or not _is_hex(value):
+            _fail("udp." + key, "must be 32 hex characters (16 bytes)")
+
+
+def _is_hex(text):
+    for ch in text:
+        if ch not in "0123456789abcdefABCDEF":
+            return False
+    return True
 
 
 def _v_listen(msg):
