@@ -1,0 +1,267 @@
+"""A scripted device MCP server speaking the exact xiaozhi device dialect (reference §4), for tests.
+
+Only the ESP32 itself cannot exist here; this follows `mcp_server.cc`'s rules: the payload must be
+an object with jsonrpc 2.0; only requests with a string method and an INTEGER id are answered
+(others are dropped silently); `notifications/*` are ignored; errors carry a message and no code;
+`tools/list` pages are cut at about 8000 bytes with `nextCursor` = the next tool's name, absent on
+the last page; argument binding checks JSON types and integer ranges; replies are asynchronous.
+Frames go through the real `shared_protocol` encoder/parser, as on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from shared_protocol import jsonrpc, messages
+
+_PADDING = (
+    " Use this tool only when the user clearly asks for it; otherwise describe the current state first."
+    " The change takes effect immediately and is kept after a restart of the device."
+)
+
+
+def _int_prop(lo: int, hi: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": lo, "maximum": hi}
+
+
+def builtin_tools() -> list[dict[str, Any]]:
+    tools = [
+        {
+            "name": "self.get_device_status",
+            "description": (
+                "Provides the real-time information of the device, including the current status of "
+                "the audio speaker, screen, battery, network, etc.\nUse this tool for: \n"
+                "1. Answering questions about current condition "
+                "(e.g. what is the current volume of the audio speaker?)\n"
+                "2. As the first step to control the device "
+                "(e.g. turn up / down the volume of the audio speaker, etc.)"
+            ),
+            "inputSchema": {"type": "object", "properties": {}},
+        },
+        {
+            "name": "self.audio_speaker.set_volume",
+            "description": "Set the volume of the audio speaker. If the current volume is unknown, you must "
+            "call `self.get_device_status` tool first and then call this tool.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"volume": _int_prop(0, 100)},
+                "required": ["volume"],
+            },
+        },
+        {
+            "name": "self.screen.set_brightness",
+            "description": "Set the brightness of the screen.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"brightness": _int_prop(0, 100)},
+                "required": ["brightness"],
+            },
+        },
+        {
+            "name": "self.screen.set_theme",
+            "description": "Set the theme of the screen. The theme can be `light` or `dark`.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"theme": {"type": "string"}},
+                "required": ["theme"],
+            },
+        },
+        {
+            "name": "self.light.set_rgb",
+            "description": "Set the colour of the RGB light." + _PADDING,
+            "inputSchema": {
+                "type": "object",
+                "properties": {"r": _int_prop(0, 255), "g": _int_prop(0, 255), "b": _int_prop(0, 255)},
+                "required": ["r", "g", "b"],
+            },
+        },
+    ]
+    for part in (
+        "head",
+        "left_arm",
+        "right_arm",
+        "left_leg",
+        "right_leg",
+        "tail",
+        "ears",
+        "eyes",
+        "chassis",
+        "wheels",
+        "lamp",
+        "fan",
+        "pump",
+        "door",
+        "window",
+        "curtain",
+    ):
+        tools.append(
+            {
+                "name": f"self.{part}.move",
+                "description": f"Move the {part.replace('_', ' ')} of the robot to a position in degrees."
+                + _PADDING,
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"angle": _int_prop(0, 180), "speed": {"type": "integer", "default": 50}},
+                    "required": ["angle"],
+                },
+            }
+        )
+    tools.append(
+        {
+            "name": "self.reboot",
+            "description": "Reboot the system.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"audience": ["user"]},
+        }
+    )
+    return tools
+
+
+class ScriptedDevice:
+    """Answers MCP requests like the firmware; `send_to_server` receives encoded `mcp` frames."""
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None, session_id: str = "sess-1") -> None:
+        self.tools = tools if tools is not None else builtin_tools()
+        self.session_id = session_id
+        self.state = {"volume": 70, "brightness": 75, "theme": "light", "rgb": [0, 0, 0]}
+        self.requests: list[dict[str, Any]] = []  # every payload received (answered or dropped)
+        self.hang: set[str] = set()  # tool names that never answer
+        self.client: Any = None  # the DeviceMcpClient to deliver replies to
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # the server side's `send`: wrap in the envelope, go through the wire encoder, deliver
+    async def receive_from_server(self, payload: dict[str, Any]) -> None:
+        frame = messages.encode(messages.mcp(payload))
+        msg = messages.parse(frame)
+        task = asyncio.get_running_loop().create_task(self._on_payload(msg["payload"]))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reply(self, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(0.01)  # replies come later, from the device main loop
+        frame = messages.encode(messages.mcp(payload, self.session_id))
+        self.client.handle(messages.parse(frame)["payload"])
+
+    async def _on_payload(self, payload: Any) -> None:
+        self.requests.append(payload)
+        if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
+            return
+        method = payload.get("method")
+        if not isinstance(method, str):
+            return  # responses sent to the device are logged and dropped
+        if method.startswith("notifications"):
+            return
+        params = payload.get("params")
+        if params is not None and not isinstance(params, dict):
+            return
+        msg_id = payload.get("id")
+        if not isinstance(msg_id, int) or isinstance(msg_id, bool):
+            return  # silently dropped, no reply
+        if method == "initialize":
+            await self._reply(
+                jsonrpc.result(
+                    msg_id,
+                    {
+                        "protocolVersion": "2024-11-05",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "test-board", "version": "1.9.0"},
+                    },
+                )
+            )
+        elif method == "tools/list":
+            await self._tools_list(msg_id, params or {})
+        elif method == "tools/call":
+            await self._tools_call(msg_id, params)
+        else:
+            await self._reply(jsonrpc.error(msg_id, f"Method not implemented: {method}"))
+
+    async def _tools_list(self, msg_id: int, params: dict[str, Any]) -> None:
+        with_user = params.get("withUserTools") is True
+        visible = [t for t in self.tools if with_user or "annotations" not in t]
+        try:
+            page, next_cursor = jsonrpc.paginate(visible, params.get("cursor") or "")
+        except Exception as exc:
+            await self._reply(jsonrpc.error(msg_id, str(exc)))
+            return
+        await self._reply(jsonrpc.result(msg_id, jsonrpc.tools_list_result(page, next_cursor)))
+
+    async def _tools_call(self, msg_id: int, params: Any) -> None:
+        if not isinstance(params, dict):
+            await self._reply(jsonrpc.error(msg_id, "Missing params"))
+            return
+        name = params.get("name")
+        if not isinstance(name, str):
+            await self._reply(jsonrpc.error(msg_id, "Missing name"))
+            return
+        tool = next((t for t in self.tools if t["name"] == name), None)
+        if tool is None:
+            await self._reply(jsonrpc.error(msg_id, f"Unknown tool: {name}"))
+            return
+        arguments = params.get("arguments", {})
+        if not isinstance(arguments, dict):
+            await self._reply(jsonrpc.error(msg_id, "Invalid arguments"))
+            return
+        bound: dict[str, Any] = {}
+        for prop, schema in tool["inputSchema"].get("properties", {}).items():
+            value = arguments.get(prop)
+            kind = schema["type"]
+            ok = (
+                (kind == "integer" and isinstance(value, int | float) and not isinstance(value, bool))
+                or (kind == "boolean" and isinstance(value, bool))
+                or (kind == "string" and isinstance(value, str))
+            )
+            if not ok:
+                if "default" in schema:
+                    bound[prop] = schema["default"]
+                    continue
+                await self._reply(jsonrpc.error(msg_id, f"Missing valid argument: {prop}"))
+                return
+            if kind == "integer":
+                value = int(value)
+                if "minimum" in schema and value < schema["minimum"]:
+                    await self._reply(
+                        jsonrpc.error(msg_id, f"Value is below minimum allowed: {schema['minimum']}")
+                    )
+                    return
+                if "maximum" in schema and value > schema["maximum"]:
+                    await self._reply(
+                        jsonrpc.error(msg_id, f"Value exceeds maximum allowed: {schema['maximum']}")
+                    )
+                    return
+            bound[prop] = value
+        if name in self.hang:
+            return  # a hung tool: never answers
+        await self._reply(jsonrpc.result(msg_id, jsonrpc.text_content(self._run(name, bound))))
+
+    def _run(self, name: str, args: dict[str, Any]) -> str:
+        if name == "self.get_device_status":
+            return json.dumps(
+                {
+                    "audio_speaker": {"volume": self.state["volume"]},
+                    "screen": {"brightness": self.state["brightness"], "theme": self.state["theme"]},
+                    "battery": {"level": 80, "charging": False},
+                    "network": {"type": "wifi", "ssid": "lab", "signal": "strong"},
+                }
+            )
+        if name == "self.audio_speaker.set_volume":
+            self.state["volume"] = args["volume"]
+            return "true"
+        if name == "self.screen.set_brightness":
+            self.state["brightness"] = args["brightness"]
+            return "true"
+        if name == "self.screen.set_theme":
+            if args["theme"] not in ("light", "dark"):
+                return "false"
+            self.state["theme"] = args["theme"]
+            return "true"
+        if name == "self.light.set_rgb":
+            self.state["rgb"] = [args["r"], args["g"], args["b"]]
+            return "true"
+        return "true"
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
