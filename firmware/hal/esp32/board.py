@@ -1,0 +1,121 @@
+# The real board: machine.I2S mic (32-bit mono, converted to int16 by wren.dsp) and speaker, BOOT button
+# with debounce, WS2812/PWM LED, network.WLAN. Not importable on the host (no I2S/Pin there).
+import asyncio
+import sys
+import time
+
+import machine
+import network
+from machine import I2S, Pin
+from wren.log import log
+
+from hal.esp32.pins import BOARDS
+
+MIC_RATE = 16000
+_DEBOUNCE_MS = 30
+
+
+class Button:
+    # Active-low push button: the IRQ only sets a ThreadSafeFlag (the one IRQ -> loop bridge); the task
+    # waits for the level to stay put for the debounce time before reporting it.
+    def __init__(self, pin_no):
+        self.pin = Pin(pin_no, Pin.IN, Pin.PULL_UP)
+        self._flag = asyncio.ThreadSafeFlag()
+
+    def start(self, callback):
+        self.pin.irq(lambda p: self._flag.set(), Pin.IRQ_FALLING | Pin.IRQ_RISING)
+        asyncio.create_task(self._run(callback))
+
+    async def _run(self, callback):
+        pressed = False
+        while True:
+            await self._flag.wait()
+            await asyncio.sleep_ms(_DEBOUNCE_MS)
+            now = self.pin.value() == 0
+            if now != pressed:
+                pressed = now
+                callback("press" if now else "release")
+
+
+class Led:
+    def __init__(self, pin_no, kind):
+        self.kind = kind
+        if kind == "neopixel":
+            import neopixel
+
+            self.np = neopixel.NeoPixel(Pin(pin_no, Pin.OUT), 1)
+        else:
+            self.pwm = machine.PWM(Pin(pin_no), freq=1000, duty_u16=0)
+
+    def set_rgb(self, r, g, b):
+        if self.kind == "neopixel":
+            self.np[0] = (r, g, b)
+            self.np.write()
+        else:  # single-colour LED: brightness from the luminance
+            self.pwm.duty_u16((r * 77 + g * 150 + b * 29) * 257 // 256)
+
+
+class Esp32Board:
+    def __init__(self, cfg):
+        name = cfg.get("board", "esp32s3-breadboard")
+        if name not in BOARDS:
+            raise ValueError("unknown board %r; known: %s" % (name, ", ".join(BOARDS)))
+        self.name = name
+        self.pins = p = BOARDS[name]
+        self.chip = "esp32s3" if "s3" in sys.implementation._machine.lower() else "esp32"
+        try:
+            machine.freq(240000000)  # generic images boot at 160 MHz (notes §1.5)
+        except ValueError:
+            pass
+        m = p["mic"]
+        # Create I2S early, before the GC heap grows: DMA buffers come from the IDF heap (notes §1.3).
+        self.mic = I2S(m["id"], sck=Pin(m["sck"]), ws=Pin(m["ws"]), sd=Pin(m["sd"]), mode=I2S.RX,
+                       bits=32, format=I2S.MONO, rate=MIC_RATE, ibuf=p["mic_ibuf"])
+        self._spk = None
+        self._spk_rate = 0
+        self.speaker_buffer_ms = p["spk_ibuf"] * 1000 // (2 * 24000)
+        self.button = Button(p["button"])
+        self.led = Led(p["led"], p["led_kind"])
+
+    def mic_active(self, on):
+        pass  # the I2S mic runs all the time; the app reads it continuously and sends only when listening
+
+    def speaker(self, rate):
+        if self._spk is None or rate != self._spk_rate:
+            s = self.pins["spk"]
+            if self._spk is not None:
+                self._spk.deinit()
+            self._spk = I2S(s["id"], sck=Pin(s["sck"]), ws=Pin(s["ws"]), sd=Pin(s["sd"]), mode=I2S.TX,
+                            bits=16, format=I2S.MONO, rate=rate, ibuf=self.pins["spk_ibuf"])
+            self._spk_rate = rate
+            self.speaker_buffer_ms = self.pins["spk_ibuf"] * 1000 // (2 * rate)
+        return self._spk
+
+    def speaker_drained(self):
+        pass
+
+    def wlan(self):
+        return network.WLAN(network.WLAN.IF_STA)
+
+    def mac(self):
+        return self.wlan().config("mac")
+
+    def turn_done(self):
+        return False
+
+    def reboot(self):
+        log("board", "reboot")
+        time.sleep_ms(200)
+        machine.reset()
+
+    def info(self):
+        import esp
+
+        return {"chip_model_name": self.chip, "flash_size": esp.flash_size(), "cores": 2}
+
+    def close(self):
+        pass
+
+
+def make_board(cfg):
+    return Esp32Board(cfg)

@@ -1,0 +1,142 @@
+# The simulated board: WAV-file mic in real time, WAV-file speaker, scripted or stdin button, LED to the
+# log, loopback Wi-Fi. Settings come from the environment (set by `make sim` / the tests) or the
+# "sim" object in config.json:
+#   WREN_MIC=path.wav        16 kHz 16-bit mono, played while the device listens
+#   WREN_OUT=reply.wav       what the speaker plays
+#   WREN_BUTTON=press@0.5,release@eof,press@9   times in s since boot; "eof" = 0.3 s after the mic WAV
+#                            ran out; "stdin" reads lines p (press), r (release), c (click)
+#   WREN_SIM_TURNS=1         exit after this many finished turns (0 = run until killed)
+import asyncio
+import os
+import sys
+import time
+
+import machine
+import network
+from wren.log import log
+
+from hal.host.fake_i2s import FakeMic, FakeSpeaker
+
+
+def _setting(cfg, env, key, default):
+    value = os.getenv(env)
+    if value:
+        return value
+    return cfg.get("sim", {}).get(key, default)
+
+
+class Button:
+    def __init__(self, script, board):
+        self.script = script
+        self.board = board
+
+    def start(self, callback):
+        if self.script == "stdin":
+            asyncio.create_task(self._stdin(callback))
+        elif self.script:
+            asyncio.create_task(self._scripted(callback))
+
+    def _steps(self):
+        steps = []
+        for item in self.script.split(","):
+            kind, _, at = item.strip().partition("@")
+            if kind not in ("press", "release", "click"):
+                raise ValueError("button script: unknown action " + repr(kind))
+            steps.append((kind, at.strip()))
+        return steps
+
+    async def _scripted(self, callback):
+        t0 = self.board.t0
+        for kind, at in self._steps():
+            if at == "eof":
+                mic = self.board.mic
+                while mic.eof_ms is None:
+                    await asyncio.sleep_ms(50)
+                due = time.ticks_add(mic.eof_ms, 300)
+            else:
+                due = time.ticks_add(t0, int(float(at) * 1000))
+            wait = time.ticks_diff(due, time.ticks_ms())
+            if wait > 0:
+                await asyncio.sleep_ms(wait)
+            self._fire(callback, kind)
+
+    async def _stdin(self, callback):
+        reader = asyncio.StreamReader(sys.stdin)
+        while True:
+            line = await reader.readline()
+            if not line:
+                return
+            key = line.strip()[:1]
+            self._fire(callback, {b"p": "press", b"r": "release", b"c": "click"}.get(key, "click"))
+
+    def _fire(self, callback, kind):
+        if kind == "click":
+            log("button", "press (script)")
+            callback("press")
+            log("button", "release (script)")
+            callback("release")
+        else:
+            log("button", kind, "(script)")
+            callback(kind)
+
+
+class Led:
+    def set_rgb(self, r, g, b):
+        self.rgb = (r, g, b)
+        log("led", "rgb", r, g, b)
+
+
+class HostBoard:
+    name = "host-sim"
+    chip = "host"
+    speaker_buffer_ms = 120
+
+    def __init__(self, cfg):
+        self.t0 = time.ticks_ms()
+        self.mic = FakeMic(_setting(cfg, "WREN_MIC", "mic", None))
+        self._out = _setting(cfg, "WREN_OUT", "out", None)
+        self._spk = None
+        self.button = Button(_setting(cfg, "WREN_BUTTON", "button", ""), self)
+        self.led = Led()
+        self.turns_wanted = int(_setting(cfg, "WREN_SIM_TURNS", "turns", "0"))
+        self.turns = 0
+
+    def mic_active(self, on):
+        self.mic.active = on
+
+    def speaker(self, rate):
+        if self._spk is None:
+            self._spk = FakeSpeaker(self._out, rate, self.speaker_buffer_ms)
+        elif self._spk.rate != rate:
+            log("speaker", "rate change %d -> %d ignored by the WAV writer" % (self._spk.rate, rate))
+        return self._spk
+
+    def speaker_drained(self):
+        if self._spk:
+            self._spk.flush_header()
+
+    def wlan(self):
+        return network.WLAN(network.WLAN.IF_STA)
+
+    def mac(self):
+        return self.wlan().config("mac")
+
+    def turn_done(self):
+        # True when the simulation has run the turns it was asked for.
+        self.turns += 1
+        return bool(self.turns_wanted) and self.turns >= self.turns_wanted
+
+    def reboot(self):
+        self.close()
+        machine.reset()
+
+    def info(self):
+        return {"chip_model_name": "host", "flash_size": 0, "cores": 1}
+
+    def close(self):
+        if self._spk:
+            self._spk.close()
+
+
+def make_board(cfg):
+    return HostBoard(cfg)

@@ -1,0 +1,93 @@
+# config.json (what the maker writes) and state.json (what the device learns: Client-Id, OTA results).
+# On the board both live at the filesystem root; the simulation points at files with WREN_CONFIG and
+# WREN_STATE (os.getenv exists on the unix port, not on the ESP32).
+import json
+import os
+
+DEFAULTS = {
+    "wifi": [],  # [{"ssid": "...", "password": "..."}], tried in order
+    "server_url": "",  # ws:// or wss:// URL of the xiaozhi endpoint, used when there is no OTA URL
+    "ota_url": "",  # http(s)://host:port/xiaozhi/ota/ ; its websocket section wins over server_url
+    "token": "",
+    "board": "esp32s3-breadboard",
+    "listen_mode": "auto",  # auto | manual | realtime
+    "volume": 70,
+    "protocol_version": 1,
+    "language": "en-US",
+    "mac": "",  # override the Device-Id (simulation, or boards behind Ethernet)
+    "channel_timeout_s": 120,  # reference §8.3: no incoming data for this long = channel closed
+    "connect_attempts": 6,
+    "test_extra_tools": 0,  # test builds: register this many filler MCP tools to force paging
+}
+
+
+def _env(name, default):
+    getenv = getattr(os, "getenv", None)
+    value = getenv(name) if getenv else None
+    return value if value else default
+
+
+def config_path():
+    return _env("WREN_CONFIG", "/config.json")
+
+
+def state_path():
+    return _env("WREN_STATE", "/state.json")
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError:
+        return {}
+
+
+def load():
+    cfg = dict(DEFAULTS)
+    loaded = _read_json(config_path())
+    if not isinstance(loaded, dict):
+        raise ValueError("config.json must hold a JSON object")
+    cfg.update(loaded)
+    if cfg["listen_mode"] not in ("auto", "manual", "realtime"):
+        raise ValueError("listen_mode must be auto, manual or realtime")
+    return cfg
+
+
+class State:
+    # Small persistent key/value store (the NVS of the official firmware).
+    def __init__(self, path=None):
+        self.path = path or state_path()
+        self.data = _read_json(self.path)
+        if not isinstance(self.data, dict):
+            self.data = {}
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+    def update(self, values):
+        changed = False
+        for k in values:
+            if self.data.get(k) != values[k]:
+                self.data[k] = values[k]
+                changed = True
+        if changed:
+            with open(self.path, "w") as f:
+                json.dump(self.data, f)
+
+
+def new_uuid4():
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = "".join("%02x" % x for x in b)
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+
+
+def client_id(state):
+    # Client-Id: a UUIDv4 made on first boot and kept (reference §1.2).
+    cid = state.get("client_id")
+    if not cid:
+        cid = new_uuid4()
+        state.update({"client_id": cid})
+    return cid

@@ -1,0 +1,145 @@
+# Wi-Fi connect with retries (through the hal's WLAN) and the OTA/activation request (reference §6).
+import asyncio
+import json
+
+from wren.log import log
+
+
+async def wifi_connect(wlan, networks, attempts=3, timeout_ms=15000):
+    # Tries every configured network in order, `attempts` rounds, doubling the pause between rounds.
+    # Returns the SSID it joined. The host WLAN is the loopback stand-in from hal/host/network.py.
+    wlan.active(True)
+    if wlan.isconnected():
+        return wlan.config("ssid")
+    if not networks:
+        raise OSError("no Wi-Fi network configured (config.json \"wifi\")")
+    pause = 1000
+    for attempt in range(1, attempts + 1):
+        for net in networks:
+            ssid = net.get("ssid")
+            log("wifi", "connecting to", ssid, "(attempt %d/%d)" % (attempt, attempts))
+            try:
+                wlan.connect(ssid, net.get("password", ""))
+            except OSError as e:
+                log("wifi", "connect failed:", e)
+                continue
+            waited = 0
+            while not wlan.isconnected() and waited < timeout_ms:
+                await asyncio.sleep_ms(100)
+                waited += 100
+            if wlan.isconnected():
+                log("wifi", "connected to", ssid, "ip", wlan.ifconfig()[0])
+                return ssid
+            wlan.disconnect()
+        await asyncio.sleep_ms(pause)
+        pause *= 2
+    raise OSError("could not join any configured Wi-Fi network")
+
+
+def _split_http_url(url):
+    if url.startswith("https://"):
+        secure, rest, port = True, url[8:], 443
+    elif url.startswith("http://"):
+        secure, rest, port = False, url[7:], 80
+    else:
+        raise ValueError("not an http(s) URL: " + url)
+    slash = rest.find("/")
+    hostport, path = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
+    if ":" in hostport:
+        hostport, p = hostport.rsplit(":", 1)
+        port = int(p)
+    return secure, hostport, port, path
+
+
+async def http_post_json(url, body, headers, timeout_ms=10000):
+    # -> (status, parsed JSON or None). HTTP/1.0-style: Connection: close, body read to EOF.
+    return await asyncio.wait_for_ms(_post(url, body, headers), timeout_ms)
+
+
+async def _post(url, body, headers):
+    secure, host, port, path = _split_http_url(url)
+    if secure:
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.verify_mode = ssl.CERT_NONE
+        r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
+    else:
+        r, w = await asyncio.open_connection(host, port)
+    data = json.dumps(body).encode()
+    try:
+        head = ["POST %s HTTP/1.1" % path, "Host: %s:%d" % (host, port), "Connection: close",
+                "Content-Length: %d" % len(data)]
+        for k in headers:
+            head.append("%s: %s" % (k, headers[k]))
+        w.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        w.write(data)
+        await w.drain()
+        status_line = await r.readline()
+        parts = status_line.split()
+        if len(parts) < 2:
+            raise OSError("bad HTTP reply")
+        status = int(parts[1])
+        length = -1
+        chunked = False
+        while True:
+            line = await r.readline()
+            if not line or line == b"\r\n":
+                break
+            low = line.lower()
+            if low.startswith(b"content-length:"):
+                length = int(line[15:].strip())
+            elif low.startswith(b"transfer-encoding:") and b"chunked" in low:
+                chunked = True
+        if chunked:
+            payload = b""
+            while True:
+                size = int((await r.readline()).strip(), 16)
+                if not size:
+                    break
+                payload += await r.readexactly(size)
+                await r.readline()
+        elif length >= 0:
+            payload = await r.readexactly(length)
+        else:
+            payload = await r.read(-1)
+    finally:
+        w.close()
+        await w.wait_closed()
+    try:
+        return status, json.loads(payload)
+    except ValueError:
+        return status, None
+
+
+async def ota_check(url, identity, system_info, attempts=10):
+    # POST the system info (§6.1/§6.2); -> the reply's websocket section {url, token, version} or None.
+    # A failure is retried with a 10 s pause doubling each time, as the official firmware does.
+    headers = {
+        "Activation-Version": "1",
+        "Device-Id": identity["device_id"],
+        "Client-Id": identity["client_id"],
+        "User-Agent": "%s/%s" % (identity["board"], identity["version"]),
+        "Accept-Language": identity["language"],
+        "Content-Type": "application/json",
+    }
+    pause = 10000
+    for attempt in range(1, attempts + 1):
+        try:
+            status, reply = await http_post_json(url, system_info, headers)
+            if status == 200 and isinstance(reply, dict):
+                ws = reply.get("websocket")
+                if "activation" in reply:
+                    log("ota", "activation required:", reply["activation"].get("message", ""))
+                if isinstance(ws, dict) and isinstance(ws.get("url"), str):
+                    log("ota", "websocket url", ws["url"])
+                    return ws
+                log("ota", "reply has no websocket section")
+                return None
+            log("ota", "attempt %d: HTTP %d" % (attempt, status))
+        except (OSError, asyncio.TimeoutError, ValueError) as e:
+            log("ota", "attempt %d failed: %r" % (attempt, e))
+        if attempt < attempts:
+            await asyncio.sleep_ms(pause)
+            pause *= 2
+    return None
