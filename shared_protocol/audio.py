@@ -28,6 +28,8 @@ MAX_TIMESTAMP = 0xFFFFFFFF
 
 def header_size(version):
     """Bytes of header in front of the payload for this protocol version."""
+    if isinstance(version, bool):  # True == 1 in CPython; never a version
+        version = repr(version)
     if version == 1:
         return 0
     if version == 2:

@@ -182,31 +182,36 @@ def _size(obj):
     return len(encode(obj).encode("utf-8"))
 
 
-def paginate(tools, cursor, max_bytes=MAX_PAGE_BYTES):
-    """One tools/list page: ``(page, next_cursor)``.
+def paginate(tools, cursor, max_bytes=MAX_PAGE_BYTES, with_user_tools=True):
+    """One tools/list page: ``(page, next_cursor)``, built exactly like the firmware builds it.
 
     ``cursor`` is None/"" for the first page, otherwise the name of the first tool of the page.
-    Tools are added in order while the page stays within ``max_bytes`` (keeping a small reserve
-    for ``nextCursor``); ``next_cursor`` is the name of the first tool left out, None on the last
-    page. A tool too large for an empty page raises the device's own error message.
+    Tools are added in order while ``10 + 30 + sum(tool bytes + 1)`` stays within ``max_bytes``
+    (the firmware's ``{"tools":[`` prefix, a 30-byte reserve for the tail and ``nextCursor``,
+    one comma per tool); ``next_cursor`` names the first tool left out, None on the last page.
+    A tool too large for an empty page raises the device's own error message. With
+    ``with_user_tools`` false, tools annotated ``audience: ["user"]`` are skipped.
     """
     if not isinstance(tools, list):
         raise ProtocolError("must be a list", "tools")
+    if cursor is not None and not isinstance(cursor, str):
+        raise ProtocolError("must be a string", "cursor")
     start = 0
     if cursor:
-        if not isinstance(cursor, str):
-            raise ProtocolError("must be a string", "cursor")
         start = -1
         for i in range(len(tools)):
             if _tool_name(tools[i], i) == cursor:
                 start = i
                 break
         if start < 0:
+            # The firmware answers "Failed to add tool  because..." here; naming the cursor is clearer.
             raise ProtocolError("no tool named " + repr(cursor), "cursor")
     used = _PAGE_OPEN + _PAGE_RESERVE
     page = []
     for i in range(start, len(tools)):
         name = _tool_name(tools[i], i)
+        if not with_user_tools and _user_only(tools[i]):
+            continue
         cost = _size(tools[i]) + 1  # + the separating comma
         if used + cost > max_bytes:
             if not page:
@@ -215,6 +220,11 @@ def paginate(tools, cursor, max_bytes=MAX_PAGE_BYTES):
         used += cost
         page.append(tools[i])
     return page, None
+
+
+def _user_only(tool):
+    annotations = tool.get("annotations")
+    return isinstance(annotations, dict) and annotations.get("audience") == ["user"]
 
 
 def _tool_name(tool, index):

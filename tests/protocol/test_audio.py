@@ -19,9 +19,10 @@ def test_pack_then_unpack_gives_the_payload_back(version: int, size: int) -> Non
 
 def test_header_sizes() -> None:
     assert [audio.header_size(v) for v in (1, 2, 3)] == [0, 16, 4]
-    with pytest.raises(ProtocolError) as caught:
-        audio.header_size(4)
-    assert caught.value.field == "version"
+    for bad in (4, 0, True, "2", None):
+        with pytest.raises(ProtocolError) as caught:
+            audio.header_size(bad)
+        assert caught.value.field == "version"
 
 
 def test_pack_header_into_writes_in_place_for_a_payload_already_in_the_buffer() -> None:

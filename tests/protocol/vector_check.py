@@ -121,7 +121,9 @@ def check_jsonrpc(vector):
 
 def check_paging(vector):
     def run():
-        return jsonrpc.paginate(vector["tools"], vector["cursor"], vector["max_bytes"])
+        return jsonrpc.paginate(
+            vector["tools"], vector["cursor"], vector["max_bytes"], vector.get("with_user_tools", True)
+        )
 
     if "error" in vector:
         return _expect_error(vector, run)
