@@ -66,3 +66,30 @@ def test_micropython_runner_reports_a_broken_vector_and_fails(tmp_path: Path) ->
     lines = proc.stdout.strip().splitlines()
     assert [line for line in lines if line.startswith("FAIL json hello sample rate 44100")]
     assert lines[-1] == "ran " + str(len(CASES)) + " vectors, 1 failed"
+
+
+def corrupted(kind: str, vector: dict) -> dict:
+    """The same vector with a wrong expectation, which the checker must notice."""
+    bad = json.loads(json.dumps(vector))
+    if "error" in bad:
+        if "field" in bad["error"]:
+            bad["error"]["field"] = "no.such.field"
+        else:
+            bad["error"]["message"] = "a different message"
+    elif kind == "json":
+        expected = bad.get("expect") or (
+            json.loads(bad["frame"]) if isinstance(bad["frame"], str) else bad["frame"]
+        )
+        bad["expect"] = dict(expected, unexpected_extra=1)
+    elif kind == "binary":
+        bad["timestamp"] += 1
+    elif kind == "jsonrpc":
+        bad["kind"] = "request" if bad["kind"] != "request" else "response"
+    else:
+        bad["page"] = [*bad["page"], "self.extra"]
+    return bad
+
+
+@pytest.mark.parametrize(("kind", "vector"), CASES, ids=[k + ":" + v["name"] for k, v in CASES])
+def test_checker_notices_a_wrong_expectation(kind: str, vector: dict) -> None:
+    assert vector_check.CHECKS[kind](corrupted(kind, vector)) is not None
