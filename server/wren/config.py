@@ -34,6 +34,12 @@ class ServerConfig:
     hello_timeout_s: float = 10.0  # close a socket that never says hello
     max_frame_bytes: int = 65536  # larger WebSocket messages are refused (1009)
     data_dir: str = "data"  # sessions database and other state
+    protocol_version: int = 1  # binary framing (1, 2 or 3) handed to devices by the OTA endpoint
+    # `listen detect` texts that only (re-)arm listening; any other detect text is a typed query.
+    wake_words: list[str] = field(default_factory=lambda: ["hi wren", "hey wren", "ok wren", "wren",
+                                                           "你好小智", "你好小明", "hi xiaozhi"])
+    listen_workers: int = 2  # threads for uplink CPU work (decode, VAD, ASR)
+    speak_workers: int = 2  # threads for downlink CPU work (TTS, resample, encode)
 
 
 @dataclass

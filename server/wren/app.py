@@ -1,0 +1,84 @@
+"""Wiring: config → SpeechStack (models loaded once) + AgentLoop + executors → the aiohttp app on one port.
+
+`WrenServer` is what `wren serve` runs and what the tests start on 127.0.0.1 with an ephemeral port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiohttp import web
+
+from wren.config import Config
+from wren.session import SessionServices
+from wren.session.services import normalise_phrase
+from wren.transport.auth import check_auth_config
+from wren.transport.server import SESSIONS_KEY, build_web_app
+
+log = logging.getLogger(__name__)
+
+
+class WrenServer:
+    def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
+        check_auth_config(config.auth)
+        self.config = config
+        self.speech = speech
+        self.agent = agent
+        self._own_agent = agent is None
+        self.listen_executor = ThreadPoolExecutor(max(1, config.server.listen_workers), "wren-listen")
+        self.speak_executor = ThreadPoolExecutor(max(1, config.server.speak_workers), "wren-speak")
+        self.app: web.Application | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    async def start(self, host: str | None = None, port: int | None = None) -> int:
+        """Load what is missing, bind, and return the port actually bound (port 0 = ephemeral)."""
+        loop = asyncio.get_running_loop()
+        if self.speech is None:
+            from wren.speech import SpeechStack
+
+            self.speech = await loop.run_in_executor(None, SpeechStack.load, self.config)
+        if self.agent is None:
+            from wren.agent.loop import AgentLoop
+
+            self.agent = AgentLoop.from_config(self.config)
+            await self.agent.start()
+        services = SessionServices(
+            config=self.config,
+            speech=self.speech,
+            agent=self.agent,
+            listen_executor=self.listen_executor,
+            speak_executor=self.speak_executor,
+            wake_words=frozenset(normalise_phrase(w) for w in self.config.server.wake_words),
+        )
+        self.app = build_web_app(services)
+        self._runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner,
+            host or self.config.server.host,
+            self.config.server.port if port is None else port,
+        )
+        await site.start()
+        sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        log.info("Wren listening on %s:%s (WebSocket %s, OTA %s)", host or self.config.server.host, self.port,
+                 self.config.server.websocket_path, self.config.server.ota_path)
+        return int(self.port or 0)
+
+    @property
+    def sessions(self) -> set[Any]:
+        return self.app[SESSIONS_KEY] if self.app is not None else set()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._own_agent and self.agent is not None:
+            await self.agent.close()
+            self.agent = None
+        self.listen_executor.shutdown(wait=False, cancel_futures=True)
+        self.speak_executor.shutdown(wait=False, cancel_futures=True)

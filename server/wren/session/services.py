@@ -1,0 +1,51 @@
+"""What a session needs from the outside: a connection to write to, and the process-wide services."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from wren.config import Config
+
+
+class ConnectionClosed(Exception):
+    """The socket is gone; the session stops quietly."""
+
+
+class Connection(Protocol):
+    """The transport side of one device socket (implemented by wren.transport.websocket)."""
+
+    async def send_text(self, text: str) -> None: ...
+
+    async def send_bytes(self, data: bytes) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+def normalise_phrase(text: str) -> str:
+    """Lower-case, punctuation and spacing folded, so "Hi, Wren!" matches the wake word "hi wren"."""
+    return " ".join(re.sub(r"[^\w]+", " ", text.lower()).split())
+
+
+@dataclass
+class SessionServices:
+    """Shared by every session of the process: models are loaded once, executors are shared.
+
+    Two executors keep uplink and downlink CPU work apart, so a burst of TTS synthesis for many
+    devices never delays another device's audio decoding/VAD/ASR (and vice versa).
+    """
+
+    config: Config
+    speech: Any  # wren.speech.SpeechStack (vad, asr, tts)
+    agent: Any  # wren.agent.loop.AgentLoop
+    listen_executor: Executor  # decode, VAD, ASR accept/finish
+    speak_executor: Executor  # TTS synthesis, resampling, encoding
+    wake_words: frozenset[str] = field(default_factory=frozenset)
+
+    def is_wake_word(self, text: str) -> bool:
+        return normalise_phrase(text) in self.wake_words

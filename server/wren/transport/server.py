@@ -1,0 +1,52 @@
+"""The aiohttp application: every route on one port."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from wren.session import SessionServices
+from wren.transport.auth import Authenticator
+from wren.transport.ota import make_ota_handler
+from wren.transport.websocket import STATUS_TEXT, make_websocket_handler
+
+log = logging.getLogger(__name__)
+
+SESSIONS_KEY = web.AppKey("wren_sessions", set)
+
+
+def _both(path: str) -> list[str]:
+    """`/xiaozhi/v1/` and `/xiaozhi/v1`: devices store whatever URL they were given."""
+    stripped = path.rstrip("/") or "/"
+    return [path] if stripped == path else [path, stripped]
+
+
+def build_web_app(services: SessionServices) -> web.Application:
+    config = services.config
+    auth = Authenticator(config.auth)
+    sessions: set[Any] = set()
+    app = web.Application(client_max_size=max(1024 * 1024, config.server.max_frame_bytes))
+    app[SESSIONS_KEY] = sessions
+
+    async def status(request: web.Request) -> web.Response:
+        return web.Response(text=STATUS_TEXT)
+
+    ws_handler = make_websocket_handler(services, auth, sessions)
+    ota_handler = make_ota_handler(config, auth)
+    app.router.add_get("/", status)
+    for path in _both(config.server.websocket_path):
+        app.router.add_get(path, ws_handler)
+    for path in _both(config.server.ota_path):
+        app.router.add_post(path, ota_handler)
+
+    async def close_sessions(app: web.Application) -> None:
+        # On shutdown, close every device socket (1001 going away) so no handler outlives the server.
+        for session in list(sessions):
+            await session.conn.close(1001, "server shutting down")
+        await asyncio.gather(*(s.close() for s in list(sessions)), return_exceptions=True)
+
+    app.on_shutdown.append(close_sessions)
+    return app

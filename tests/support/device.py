@@ -1,0 +1,333 @@
+"""A CPython test device: speaks the xiaozhi protocol through shared_protocol over a real WebSocket.
+
+It does what a stock device does on the wire: handshake headers (or query parameters), hello,
+`listen` start/stop/detect, `abort`, uplink audio in real-time-paced 60 ms frames (Opus, or PCM like
+the MicroPython firmware), a tiny device MCP server (initialize, paged tools/list, tools/call), and a
+receiver that records everything the server sends with arrival times and decodes the reply audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import opuslib_next
+import websockets
+
+from shared_protocol import audio, jsonrpc, messages
+
+FRAME_MS = 60
+
+DEVICE_TOOLS = [
+    {"name": "self.get_device_status", "description": "Current device status.",
+     "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "self.audio_speaker.set_volume", "description": "Set the speaker volume.",
+     "inputSchema": {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0,
+                                                                   "maximum": 100}},
+                     "required": ["volume"]}},
+]
+
+
+@dataclass
+class Received:
+    t: float  # monotonic arrival time
+    kind: str  # "json", "audio" or "text-invalid"
+    msg: dict | None = None
+    payload: bytes = b""
+
+
+@dataclass
+class Reply:
+    """Everything between one `tts start` and its `tts stop` (plus the `stt` just before it)."""
+
+    stt: str | None
+    events: list[Received]
+    sentences: list[str] = field(default_factory=list)
+    emotions: list[str] = field(default_factory=list)
+    frames: list[Received] = field(default_factory=list)
+    start_t: float = 0.0
+    stop_t: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.sentences)
+
+    @property
+    def audio_s(self) -> float:
+        return len(self.frames) * FRAME_MS / 1000
+
+
+class TestDevice:
+    __test__ = False  # not a pytest class
+
+    def __init__(
+        self,
+        url: str,
+        device_id: str | None = None,
+        client_id: str | None = None,
+        *,
+        token: str | None = None,
+        protocol_version: int = 1,
+        audio_format: str = "opus",
+        sample_rate: int = 16000,
+        mcp: bool = True,
+        use_query: bool = False,
+        send_identity: bool = True,
+    ) -> None:
+        self.url = url
+        self.device_id = device_id or "02:00:00:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
+        self.client_id = client_id or str(uuid.uuid4())
+        self.token = token
+        self.protocol_version = protocol_version
+        self.audio_format = audio_format
+        self.sample_rate = sample_rate
+        self.mcp = mcp
+        self.use_query = use_query
+        self.send_identity = send_identity
+        self.ws: Any = None
+        self.session_id = ""
+        self.server_hello: dict | None = None
+        self.received: list[Received] = []
+        self.tool_calls: list[dict] = []
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self.closed = asyncio.Event()
+        self._new = asyncio.Event()
+        self._reader: asyncio.Task | None = None
+        self._encoder = None
+        self._consumed = 0  # index into received for next_reply()
+
+    # ---- connection --------------------------------------------------------------------------------
+
+    def _headers_and_url(self) -> tuple[dict[str, str], str]:
+        identity = {}
+        if self.send_identity:
+            identity = {"Device-Id": self.device_id, "Client-Id": self.client_id,
+                        "Protocol-Version": str(self.protocol_version)}
+            if self.token is not None:
+                identity["Authorization"] = f"Bearer {self.token}"
+        if not self.use_query:
+            return identity, self.url
+        query = "&".join(f"{k.lower()}={v}" for k, v in identity.items())
+        return {}, f"{self.url}?{query}"
+
+    async def open(self) -> None:
+        headers, url = self._headers_and_url()
+        self.ws = await websockets.connect(url, additional_headers=headers, max_size=None, ping_interval=None,
+                                           open_timeout=10)
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def connect(self, timeout: float = 10.0) -> dict:
+        """Open the socket, send hello, and wait for the server hello."""
+        await self.open()
+        await self.send_json(messages.hello_device(
+            version=self.protocol_version,
+            features={"mcp": self.mcp},
+            audio_params=messages.audio_params(self.audio_format, self.sample_rate, 1, FRAME_MS),
+        ))
+        hello = await self.wait_json(lambda m: m.get("type") == "hello", timeout)
+        self.server_hello = hello
+        self.session_id = hello["session_id"]
+        return hello
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reader
+
+    async def __aenter__(self) -> TestDevice:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- sending -------------------------------------------------------------------------------------
+
+    async def send_json(self, msg: dict) -> None:
+        await self.ws.send(messages.encode(msg))
+
+    async def send_text(self, text: str) -> None:
+        await self.ws.send(text)
+
+    async def send_binary(self, data: bytes) -> None:
+        await self.ws.send(data)
+
+    async def listen_start(self, mode: str) -> None:
+        await self.send_json(messages.listen_start(self.session_id, mode))
+
+    async def listen_stop(self) -> None:
+        await self.send_json(messages.listen_stop(self.session_id))
+
+    async def detect(self, text: str) -> None:
+        await self.send_json(messages.listen_detect(self.session_id, text))
+
+    async def abort(self, reason: str | None = None) -> None:
+        await self.send_json(messages.abort(self.session_id, reason))
+
+    def _encode(self, pcm_frame: bytes) -> bytes:
+        if self.audio_format == "pcm":
+            return pcm_frame
+        if self._encoder is None:
+            self._encoder = opuslib_next.Encoder(self.sample_rate, 1, opuslib_next.APPLICATION_VOIP)
+        return bytes(self._encoder.encode(pcm_frame, self.sample_rate * FRAME_MS // 1000))
+
+    async def stream_pcm(self, pcm: bytes, realtime: bool = True) -> int:
+        """Send int16 mono PCM at the device rate as 60 ms frames, paced like a microphone."""
+        frame_bytes = self.sample_rate * FRAME_MS // 1000 * 2
+        if len(pcm) % frame_bytes:
+            pcm += bytes(frame_bytes - len(pcm) % frame_bytes)
+        start = time.monotonic()
+        count = 0
+        for offset in range(0, len(pcm), frame_bytes):
+            packet = self._encode(pcm[offset : offset + frame_bytes])
+            await self.send_binary(audio.pack(self.protocol_version, packet))
+            count += 1
+            if realtime:
+                delay = start + count * FRAME_MS / 1000 - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+        return count
+
+    async def stream_silence(self, ms: int, realtime: bool = True) -> int:
+        return await self.stream_pcm(bytes(self.sample_rate * ms // 1000 * 2), realtime)
+
+    # ---- receiving -----------------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        try:
+            async for data in self.ws:
+                now = time.monotonic()
+                if isinstance(data, bytes):
+                    payload, _ts = audio.unpack(self.protocol_version, data)
+                    self.received.append(Received(now, "audio", payload=payload))
+                else:
+                    try:
+                        msg = json.loads(data)
+                    except ValueError:
+                        self.received.append(Received(now, "text-invalid", payload=data.encode()))
+                    else:
+                        self.received.append(Received(now, "json", msg=msg))
+                        if msg.get("type") == "mcp":
+                            await self._answer_mcp(msg.get("payload") or {})
+                self._new.set()
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            if self.ws is not None and self.ws.close_code is not None:
+                self.close_code = self.ws.close_code
+                self.close_reason = self.ws.close_reason or ""
+            self.closed.set()
+            self._new.set()
+
+    async def _answer_mcp(self, payload: dict) -> None:
+        method, msg_id = payload.get("method"), payload.get("id")
+        if not isinstance(method, str) or method.startswith("notifications") or not isinstance(msg_id, int):
+            return
+        if method == "initialize":
+            reply = jsonrpc.result(msg_id, {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
+                                            "serverInfo": {"name": "wren-test-device", "version": "1.0.0"}})
+        elif method == "tools/list":
+            cursor = (payload.get("params") or {}).get("cursor") or None
+            page, next_cursor = jsonrpc.paginate(DEVICE_TOOLS, cursor, max_bytes=400)
+            reply = jsonrpc.result(msg_id, jsonrpc.tools_list_result(page, next_cursor))
+        elif method == "tools/call":
+            self.tool_calls.append(payload.get("params") or {})
+            reply = jsonrpc.result(msg_id, jsonrpc.text_content('{"audio_speaker":{"volume":70}}'))
+        else:
+            reply = jsonrpc.error(msg_id, "Unknown method: " + method)
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self.send_json(messages.mcp(reply, self.session_id))
+
+    def json_messages(self, since: int = 0) -> list[dict]:
+        return [r.msg for r in self.received[since:] if r.kind == "json" and r.msg is not None]
+
+    async def wait_for(self, predicate: Any, timeout: float, since: int = 0) -> Received:
+        """The first received item (from index `since`) matching `predicate`."""
+        deadline = time.monotonic() + timeout
+        index = since
+        while True:
+            while index < len(self.received):
+                item = self.received[index]
+                index += 1
+                if predicate(item):
+                    return item
+            if self.closed.is_set():
+                raise ConnectionError(f"closed ({self.close_code} {self.close_reason}) while waiting")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"nothing matching within {timeout} s; got {self.summary()}")
+            self._new.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._new.wait(), min(remaining, 0.5))
+
+    async def wait_json(self, predicate: Any, timeout: float, since: int = 0) -> dict:
+        item = await self.wait_for(lambda r: r.kind == "json" and predicate(r.msg), timeout, since)
+        assert item.msg is not None
+        return item.msg
+
+    async def wait_closed(self, timeout: float) -> tuple[int | None, str]:
+        await asyncio.wait_for(self.closed.wait(), timeout)
+        return self.close_code, self.close_reason
+
+    async def next_reply(self, timeout: float = 60.0) -> Reply:
+        """Wait for the next complete reply (`tts start` … `tts stop`) after the previous one."""
+        start = await self.wait_for(_is_tts("start"), timeout, self._consumed)
+        start_index = self.received.index(start)
+        stop = await self.wait_for(_is_tts("stop"), timeout, start_index + 1)
+        stop_index = self.received.index(stop)
+        self._consumed = stop_index + 1
+        stt = None
+        for item in reversed(self.received[:start_index]):
+            if item.kind == "json" and item.msg and item.msg.get("type") == "stt":
+                stt = item.msg["text"]
+                break
+            if item.kind == "json" and item.msg and item.msg.get("type") == "tts":
+                break
+        events = self.received[start_index : stop_index + 1]
+        reply = Reply(stt=stt, events=events, start_t=start.t, stop_t=stop.t)
+        for item in events:
+            if item.kind == "audio":
+                reply.frames.append(item)
+            elif item.msg and item.msg.get("type") == "tts" and item.msg.get("state") == "sentence_start":
+                reply.sentences.append(item.msg["text"])
+            elif item.msg and item.msg.get("type") == "llm":
+                reply.emotions.append(item.msg["emotion"])
+        return reply
+
+    def decode_reply(self, reply: Reply) -> tuple[bytes, int]:
+        """The reply's audio as int16 PCM at the downlink rate announced in the server hello."""
+        assert self.server_hello is not None
+        rate, frame_ms = messages.downlink_audio(self.server_hello)
+        if self.server_hello["audio_params"].get("format") == "pcm":
+            return b"".join(f.payload for f in reply.frames), rate
+        decoder = opuslib_next.Decoder(rate, 1)
+        samples = rate * frame_ms // 1000
+        return b"".join(bytes(decoder.decode(f.payload, samples)) for f in reply.frames), rate
+
+    def summary(self) -> str:
+        parts = []
+        audio_run = 0
+        for item in self.received[-40:]:
+            if item.kind == "audio":
+                audio_run += 1
+                continue
+            if audio_run:
+                parts.append(f"<{audio_run} audio>")
+                audio_run = 0
+            parts.append(json.dumps(item.msg, ensure_ascii=False)[:100] if item.msg else item.kind)
+        if audio_run:
+            parts.append(f"<{audio_run} audio>")
+        return " | ".join(parts)
+
+
+def _is_tts(state: str) -> Any:
+    return lambda r: r.kind == "json" and r.msg and r.msg.get("type") == "tts" and r.msg.get("state") == state
