@@ -73,7 +73,11 @@ class MpyProcess:
 
 @contextlib.asynccontextmanager
 async def micropython(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, heap: str = HEAP, stdin: bool = False
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    heap: str = HEAP,
+    stdin: bool = False,
 ) -> AsyncIterator[MpyProcess]:
     """Run the MicroPython binary; always killed on the way out."""
     full_env = {"PATH": os.environ.get("PATH", ""), "MICROPYPATH": MICROPYPATH, **(env or {})}

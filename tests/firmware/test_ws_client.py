@@ -156,7 +156,8 @@ async def run_raw(scenario, max_message: int = 16384) -> tuple[object, str]:
     server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        async with micropython(str(SCRIPTS / "ws_probe.py"), f"ws://127.0.0.1:{port}/", str(max_message)) as mp:
+        url = f"ws://127.0.0.1:{port}/"
+        async with micropython(str(SCRIPTS / "ws_probe.py"), url, str(max_message)) as mp:
             await asyncio.wait_for(done.wait(), 20)
             await asyncio.sleep(0.2)
             return result["value"], mp.output()
@@ -191,7 +192,7 @@ async def test_fragmented_message_with_interleaved_ping_is_reassembled() -> None
         second = await peer.frame()
         return first, second
 
-    (pong, echo), output = await run_raw(scenario)
+    (pong, echo), _output = await run_raw(scenario)
     assert pong[0] == 0xA and pong[3] == b"p1"
     assert echo[0] == 0x1 and echo[3] == b"fragmented-message"
 
@@ -214,7 +215,7 @@ async def test_fragments_adding_up_past_the_cap_are_refused_with_1009() -> None:
         peer.send(0x0, b"b" * 3000)
         return await asyncio.wait_for(peer.frame(), 10)
 
-    (op, _m, _k, data), output = await run_raw(scenario, max_message=4096)
+    (op, _m, _k, data), _output = await run_raw(scenario, max_message=4096)
     assert op == 0x8 and struct.unpack(">H", data[:2])[0] == 1009
 
 
@@ -223,7 +224,7 @@ async def test_masked_server_frame_is_a_protocol_error_1002() -> None:
         peer.w.write(bytes([0x81, 0x80 | 2]) + b"\x01\x02\x03\x04" + b"hi")
         return await asyncio.wait_for(peer.frame(), 10)
 
-    (op, _m, _k, data), output = await run_raw(scenario)
+    (op, _m, _k, data), _output = await run_raw(scenario)
     assert op == 0x8 and struct.unpack(">H", data[:2])[0] == 1002
 
 
