@@ -15,7 +15,8 @@ import unicodedata
 SENTENCE_END = ".!?;:"
 CJK_SENTENCE_END = "。！？；：!?"  # CJK needs no following space; ASCII ?! after CJK text counts too
 CLAUSE_END = ",，、"
-CLOSERS = "\"')]}”’»」』"  # may follow the punctuation before the space: 'He said "no." Then'
+# May follow the punctuation before the space: 'He said "no." Then', '**Note:** Then'.
+CLOSERS = "\"')]}”’»」』*_`"
 _ABBREVIATION_WORDS = (
     "mr mrs ms dr prof sr jr st vs etc e.g i.e a.m p.m approx dept est fig inc ltd co corp mt no vol "
     "jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k"
@@ -30,7 +31,7 @@ def _is_cjk(ch: str) -> bool:
 
 
 class SentenceSplitter:
-    def __init__(self, first_min_chars: int = 12, min_chars: int = 2, max_chars: int = 220) -> None:
+    def __init__(self, first_min_chars: int = 10, min_chars: int = 2, max_chars: int = 220) -> None:
         self.first_min_chars = first_min_chars
         self.min_chars = min_chars
         self.max_chars = max_chars  # no boundary for this long: cut at the last space rather than wait
@@ -64,20 +65,23 @@ class SentenceSplitter:
         """Index just past the first releasable boundary in the buffer, or None to wait for more text."""
         text = self._buffer
         first = self._released == 0
-        min_len = self.first_min_chars if first else self.min_chars
         for i, ch in enumerate(text):
             if ch == "\n":
                 if text[:i].strip():
                     return i + 1
                 continue
-            is_clause = first and ch in CLAUSE_END
-            if ch not in SENTENCE_END and ch not in CJK_SENTENCE_END and not is_clause:
+            is_sentence_end = ch in SENTENCE_END or ch in CJK_SENTENCE_END
+            # Only the first chunk of a reply may end at a comma, and only once it is long enough to be
+            # worth saying on its own ("Well," alone would be an awkward fragment).
+            is_clause = first and not is_sentence_end and ch in CLAUSE_END
+            if not is_sentence_end and not is_clause:
                 continue
             end = self._boundary_end(text, i, clause=is_clause)
             if end is None:
-                if end is None and self._needs_more(text, i):
-                    return None  # cannot decide yet: wait for the next delta
+                if is_sentence_end and self._needs_more(text, i):
+                    return None  # "3." might become "3.5": wait for the next delta
                 continue
+            min_len = self.first_min_chars if is_clause else self.min_chars
             if len(text[:end].strip()) < min_len:
                 continue
             return end
@@ -147,8 +151,8 @@ _SPACES = re.compile(r"[ \t\u00a0]+")
 
 def _is_emoji_or_symbol(ch: str) -> bool:
     cat = unicodedata.category(ch)
-    if cat == "So" or cat == "Cs" or cat == "Co":
-        return True
+    if cat in ("Cs", "Co") or (cat == "So" and ord(ch) >= 0x2190):
+        return True  # arrows, dingbats, pictographs; keeps sayable symbols such as ° © ™ ℃
     code = ord(ch)
     # variation selectors, zero-width joiner, skin tones, keycap combiner
     return code in (0x200D, 0x20E3) or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF
@@ -167,7 +171,11 @@ def clean_for_speech(text: str) -> str:
     text = _QUOTE.sub("", text)
     text = _BULLET.sub("", text)
     text = _EMPHASIS.sub(r"\2", text)
-    text = text.replace("|", ", ")
+    # Table rows: "| a | b |" → "a, b" (outer pipes dropped, inner ones become pauses)
+    text = "\n".join(
+        ", ".join(cell.strip() for cell in line.strip().strip("|").split("|")) if "|" in line else line
+        for line in text.splitlines()
+    )
     text = _LONE_MARKS.sub(" ", text)
     text = "".join(ch for ch in text if not _is_emoji_or_symbol(ch))
     lines = [_SPACES.sub(" ", line).strip() for line in text.splitlines()]
