@@ -23,13 +23,26 @@ from shared_protocol import audio, jsonrpc, messages
 
 FRAME_MS = 60
 
+def _tool(name: str, description: str, properties: dict | None = None) -> dict:
+    schema: dict = {"type": "object", "properties": properties or {}}
+    if properties:
+        schema["required"] = list(properties)
+    return {"name": name, "description": description, "inputSchema": schema}
+
+
+# The official firmware's common tools (reference §4.6), with descriptions in the same spirit.
 DEVICE_TOOLS = [
-    {"name": "self.get_device_status", "description": "Current device status.",
-     "inputSchema": {"type": "object", "properties": {}}},
-    {"name": "self.audio_speaker.set_volume", "description": "Set the speaker volume.",
-     "inputSchema": {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0,
-                                                                   "maximum": 100}},
-                     "required": ["volume"]}},
+    _tool("self.get_device_status", "Provides the real-time information of the device, including the "
+          "current status of the audio speaker, screen, battery and network."),
+    _tool("self.audio_speaker.set_volume", "Set the volume of the audio speaker.",
+          {"volume": {"type": "integer", "minimum": 0, "maximum": 100}}),
+    _tool("self.screen.set_brightness", "Set the brightness of the screen.",
+          {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}),
+    _tool("self.screen.set_theme", "Set the theme of the screen, light or dark.",
+          {"theme": {"type": "string"}}),
+    _tool("self.camera.take_photo", "Take a photo and explain what is in it.",
+          {"question": {"type": "string"}}),
+    _tool("self.system.reconfigure_wifi", "Reboot the device and enter the WiFi configuration mode."),
 ]
 
 
@@ -78,6 +91,7 @@ class TestDevice:
         mcp: bool = True,
         use_query: bool = False,
         send_identity: bool = True,
+        tools: list[dict] | None = None,
     ) -> None:
         self.url = url
         self.device_id = device_id or "02:00:00:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
@@ -87,6 +101,7 @@ class TestDevice:
         self.audio_format = audio_format
         self.sample_rate = sample_rate
         self.mcp = mcp
+        self.tools = DEVICE_TOOLS if tools is None else tools
         self.use_query = use_query
         self.send_identity = send_identity
         self.ws: Any = None
@@ -97,6 +112,7 @@ class TestDevice:
         self.close_code: int | None = None
         self.close_reason = ""
         self.closed = asyncio.Event()
+        self.mcp_ready = asyncio.Event()  # the server has listed every tools/list page
         self._new = asyncio.Event()
         self._reader: asyncio.Task | None = None
         self._encoder = None
@@ -237,11 +253,18 @@ class TestDevice:
                                             "serverInfo": {"name": "wren-test-device", "version": "1.0.0"}})
         elif method == "tools/list":
             cursor = (payload.get("params") or {}).get("cursor") or None
-            page, next_cursor = jsonrpc.paginate(DEVICE_TOOLS, cursor, max_bytes=400)
+            page, next_cursor = jsonrpc.paginate(self.tools, cursor, max_bytes=600)
             reply = jsonrpc.result(msg_id, jsonrpc.tools_list_result(page, next_cursor))
+            if next_cursor is None:
+                self.mcp_ready.set()
         elif method == "tools/call":
-            self.tool_calls.append(payload.get("params") or {})
-            reply = jsonrpc.result(msg_id, jsonrpc.text_content('{"audio_speaker":{"volume":70}}'))
+            params = payload.get("params") or {}
+            self.tool_calls.append(params)
+            if params.get("name") == "self.get_device_status":
+                text = '{"audio_speaker":{"volume":70},"battery":{"level":80,"charging":false}}'
+            else:
+                text = "true"
+            reply = jsonrpc.result(msg_id, jsonrpc.text_content(text))
         else:
             reply = jsonrpc.error(msg_id, "Unknown method: " + method)
         with contextlib.suppress(websockets.ConnectionClosed):

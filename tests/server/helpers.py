@@ -1,0 +1,70 @@
+"""Shared steps for the server tests: speak an utterance as a device would, recognise reply audio."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import soxr
+
+from tests.support.device import Reply, TestDevice
+from tests.support.spoken import spoken_pcm
+
+# Enough trailing silence for auto mode's VAD end (vad.silence_ms = 500 by default) plus margin.
+AUTO_TAIL_MS = 1200
+
+
+@lru_cache(maxsize=1)
+def _recogniser():
+    from wren.config import AsrConfig
+    from wren.speech.asr import load_asr
+
+    return load_asr(AsrConfig(pool_size=1))
+
+
+def recognise(pcm: bytes, rate: int) -> str:
+    """pocketsphinx's words for int16 mono PCM at `rate` (the reply audio, decoded by the device)."""
+    samples = np.frombuffer(pcm, dtype="<i2")
+    if rate != 16000:
+        samples = soxr.resample(samples, rate, 16000).astype("<i2")
+    stream = _recogniser().open_stream()
+    try:
+        stream.accept(samples.tobytes())
+        return stream.finish()
+    finally:
+        stream.close()
+
+
+async def speak(dev: TestDevice, text: str, mode: str, *, start: bool = True) -> None:
+    """One utterance: `listen start`, the piper-spoken words in real-time 60 ms frames, then the end of
+    the turn as the device marks it (manual: `listen stop`; auto/realtime: the mic keeps sending
+    silence, and the server's VAD ends the utterance)."""
+    if start:
+        await dev.listen_start(mode)
+    await dev.stream_pcm(spoken_pcm(text, dev.sample_rate))
+    if mode == "manual":
+        await dev.listen_stop()
+    else:
+        await dev.stream_silence(AUTO_TAIL_MS)
+
+
+def words(text: str) -> set[str]:
+    return set(text.lower().replace(",", " ").replace(".", " ").split())
+
+
+def assert_complete_reply(dev: TestDevice, reply: Reply) -> None:
+    """The framing every reply must have: sentence_start before audio, decodable audio, stop after it."""
+    assert reply.sentences, f"no sentence_start in {dev.summary()}"
+    assert reply.frames, "no reply audio"
+    first_sentence_at = next(i for i, e in enumerate(reply.events) if e.msg and e.msg.get("state") ==
+                             "sentence_start")
+    first_audio_at = next(i for i, e in enumerate(reply.events) if e.kind == "audio")
+    assert first_sentence_at < first_audio_at, "sentence_start must precede its audio"
+    assert reply.events[-1].msg == {"type": "tts", "state": "stop", "session_id": dev.session_id}
+    pcm, rate = dev.decode_reply(reply)
+    assert len(pcm) == len(reply.frames) * rate * 60 // 1000 * 2
+    assert np.abs(np.frombuffer(pcm, dtype="<i2")).max() > 1000, "reply audio is silent"
+    # `tts stop` only after the device has played the last frame (paced audio + drain margin); the
+    # pre-buffer lets the first frames arrive up to ~0.4 s early.
+    played_until = reply.frames[0].t + reply.audio_s
+    assert reply.stop_t >= played_until - 0.5, (reply.stop_t - reply.frames[0].t, reply.audio_s)
