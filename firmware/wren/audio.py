@@ -24,12 +24,14 @@ class Uplink:
         self._views = {}
 
     def process_mic(self):
-        # raw holds one full frame of mic slots -> returns (buffer, length) of the frame to send.
+        # raw holds one full frame of mic slots -> length of the frame now in self.frame (a buffer or
+        # view of exactly that length; returning a tuple instead would allocate every frame).
         dsp.i32_to_i16(self.raw, SAMPLES)
         n = self.codec.encode(self.raw, SAMPLES * 2, self.send, self.hs)
         framing.pack_header_into(self.send, self.version, n)
         total = self.hs + n
-        return (self.send if total == len(self.send) else self._view(total)), total
+        self.frame = self.send if total == len(self.send) else self._view(total)
+        return total
 
     def _view(self, n):
         v = self._views.get(n)
@@ -73,7 +75,8 @@ class Downlink:
         if self.hs:
             off, n, _ts = framing.parse_header(self.version, frame)
             frame = frame[off : off + n]
-        pcm, nbytes = self.codec.decode(frame, n)
+        nbytes = self.codec.decode(frame, n)
+        pcm = self.codec.out
         dsp.scale_i16(pcm, nbytes >> 1, self.gain)
         wrote = self.ring.write(pcm if nbytes == len(pcm) else memoryview(pcm)[:nbytes])
         self.received += 1

@@ -5,6 +5,7 @@ from wren import dsp
 
 class PcmCodec:
     format = "pcm"
+    out = None
 
     def max_packet(self, rate, frame_ms):
         return rate * frame_ms // 500
@@ -14,8 +15,10 @@ class PcmCodec:
         return nbytes
 
     def decode(self, packet, nbytes):
-        # -> (buffer, nbytes) of int16 PCM; PCM is its own decoding, the packet buffer is reused.
-        return packet, nbytes
+        # -> bytes of int16 PCM now in self.out (no tuple: returning one would allocate per frame).
+        # PCM is its own decoding: the packet buffer itself is the output.
+        self.out = packet
+        return nbytes
 
     def reset_decoder(self, rate, frame_ms):
         pass
@@ -47,7 +50,8 @@ class OpusCodec:
 
     def decode(self, packet, nbytes):
         n = self._dec.decode(packet, self._pcm)
-        return self._pcm, 2 * n
+        self.out = self._pcm
+        return 2 * n
 
 
 def make_codec(prefer_opus=True):

@@ -342,9 +342,9 @@ class Device:
             if used > self.heap_peak:
                 self.heap_peak = used
             if self.mic_open and self.channel_open:
-                buf, n = up.process_mic()
+                n = up.process_mic()
                 try:
-                    await self.ws.send_binary(buf, n)
+                    await self.ws.send_binary(up.frame, n)
                 except WsClosed:
                     pass  # the receiver task sees the close and handles it
 

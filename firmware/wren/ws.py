@@ -152,8 +152,7 @@ class WebSocket:
             raise WsClosed(self.close_code or CLOSE_ABNORMAL, "not open")
         await self._lock.acquire()
         try:
-            hv = self._frame_header(opcode, n)
-            dsp.xor_mask(payload, n, self._mask)
+            hv = self.prepare_frame(opcode, payload, n)
             self._w.write(hv)
             if n:
                 self._w.write(payload if len(payload) == n else memoryview(payload)[:n])
@@ -165,8 +164,14 @@ class WebSocket:
         finally:
             self._lock.release()
 
+    def prepare_frame(self, opcode, payload, n):
+        # Header for `n` bytes of payload, payload masked in place -> header view. Allocates nothing.
+        hv = self._frame_header(opcode, n)
+        dsp.xor_mask(payload, n, self._mask)
+        return hv
+
     def _frame_header(self, opcode, n):
-        # Fills the preallocated header (FIN + opcode, MASK + minimal length, fresh key); no allocation.
+        # Fills the preallocated header (FIN + opcode, MASK + minimal length, fresh key).
         h = self._hdr
         m = self._mask
         struct.pack_into(">HH", m, 0, random.getrandbits(16), random.getrandbits(16))

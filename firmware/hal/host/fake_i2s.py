@@ -62,14 +62,13 @@ class FakeMic(io.IOBase):
                 raise ValueError("mic WAV must be %d Hz, got %d" % (rate, wav_rate))
         self.active = False
         self.eof_ms = None  # ticks when the WAV ran out
-        self._t0 = None
+        self._t0 = time.ticks_ms()  # the I2S clock runs from creation, as on the board
         self._delivered = 0
         self._tmp = bytearray(2048)
         self._tmpmv = memoryview(self._tmp)
+        self._views = {}
 
     def _available(self):
-        if self._t0 is None:
-            self._t0 = time.ticks_ms()
         return time.ticks_diff(time.ticks_ms(), self._t0) * self.rate // 1000 - self._delivered
 
     def readinto(self, buf):
@@ -79,8 +78,10 @@ class FakeMic(io.IOBase):
         nbytes = 2 * n
         got = 0
         if self.active and self._left > 0:
-            want = min(nbytes, self._left)
-            got = self._f.readinto(self._tmpmv if want == len(self._tmp) else self._tmpmv[:want]) or 0
+            v = self._views.get(nbytes)
+            if v is None:  # one view per read size; reads are whole frames, so one size in practice
+                v = self._views[nbytes] = self._tmpmv[:nbytes]
+            got = min(self._f.readinto(v) or 0, self._left)  # bytes past the data chunk are zeroed below
             self._left -= got
             if self._left <= 0 or not got:
                 self._left = 0
