@@ -102,10 +102,11 @@ class OpusDecoder:
 class OpusEncoder:
     """Encodes int16 mono PCM frames of exactly `frame_ms` to Opus packets.
 
-    Defaults were measured on the 2-core dev box (tools/bench/speech_components.py): the AUDIO application
-    with the voice signal hint at complexity 5 costs ≈0.2 ms per 60 ms frame at 24 kHz, versus ≈0.7 ms at
-    complexity 10 and ≈0.65 ms for the VOIP application at 5, with no audible difference for TTS speech.
-    24 kbps matches the reference server; the libopus default at 24 kHz would be 48 kbps.
+    Defaults measured on the 2-core dev box (tools/bench/speech_components.py): AUDIO application, no
+    signal hint, complexity 5 → libopus picks CELT and spends ≈0.16 ms per 60 ms frame at 24 kHz. The
+    voice hint (SILK/hybrid) costs ≈0.65 ms and complexity 10 ≈1.0 ms, and neither changed pocketsphinx's
+    word errors on piper speech after the round trip (7, 8, 8 of 82 words; 7 without any codec).
+    24 kbps matches the reference server; libopus would pick 48 kbps at 24 kHz.
     """
 
     def __init__(
@@ -132,7 +133,6 @@ class OpusEncoder:
         self._encoder = opuslib_next.Encoder(sample_rate, channels, app)
         self._encoder.bitrate = bitrate
         self._encoder.complexity = complexity
-        self._encoder.signal = opuslib_next.SIGNAL_VOICE
 
     def encode(self, pcm_frame: bytes) -> bytes:
         """One Opus packet for exactly one frame of PCM (`frame_bytes` long)."""
