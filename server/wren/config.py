@@ -98,7 +98,8 @@ class AgentConfig:
     openai_max_tool_rounds: int = 5
     ovos_url: str = "ws://127.0.0.1:8181/core"
     ovos_timeout_s: float = 10.0
-    ovos_max_turn_s: float = 30.0
+    ovos_max_turn_s: float = 30.0  # overall deadline of one OVOS turn (ovos_timeout_s is the idle timeout)
+    ovos_lang: str = "en-US"  # utterance language until OVOS returns a session with its own
     system_prompt: str = (
         "You are Wren, a friendly voice assistant. Answer in one or two short spoken sentences."
     )
