@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from wren.app import WrenServer
 from wren.config import Config
 
@@ -80,7 +79,9 @@ def speech() -> Any:
 
 
 @pytest.fixture(scope="module")
-def start_server(speech: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerThread]]:
+def start_server(
+    speech: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., ServerThread]]:
     """Factory: `start_server(server={...}, auth={...})`; every server started is stopped after the module."""
     started: list[ServerThread] = []
 

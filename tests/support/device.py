@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,7 +130,7 @@ class TestDevice:
                 identity["Authorization"] = f"Bearer {self.token}"
         if not self.use_query:
             return identity, self.url
-        query = "&".join(f"{k.lower()}={v}" for k, v in identity.items())
+        query = urllib.parse.urlencode({k.lower(): v for k, v in identity.items()})
         return {}, f"{self.url}?{query}"
 
     async def open(self) -> None:
@@ -141,6 +142,10 @@ class TestDevice:
     async def connect(self, timeout: float = 10.0) -> dict:
         """Open the socket, send hello, and wait for the server hello."""
         await self.open()
+        return await self.connect_after_open(timeout)
+
+    async def connect_after_open(self, timeout: float = 10.0) -> dict:
+        """Send hello on an already open socket and wait for the server hello."""
         await self.send_json(messages.hello_device(
             version=self.protocol_version,
             features={"mcp": self.mcp},
@@ -211,6 +216,35 @@ class TestDevice:
                 delay = start + count * FRAME_MS / 1000 - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
+        return count
+
+    async def stream_packets(
+        self, packets: Any, realtime: bool = True, sent_times: list[float] | None = None,
+        lags: list[float] | None = None,
+    ) -> int:
+        """Send pre-encoded 60 ms packets (an iterable, e.g. a long room-noise + utterance timeline).
+
+        Paced on absolute deadlines (no drift). A `None` item is a slot where the microphone is not
+        uploading (the device is speaking): nothing is sent but the clock moves on. Every real send
+        time is appended to `sent_times` (monotonic) and its lateness against its slot (s) to `lags`.
+        """
+        start = time.monotonic()
+        slot = count = 0
+        for packet in packets:
+            if realtime:
+                delay = start + slot * FRAME_MS / 1000 - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            slot += 1
+            if packet is None:
+                continue
+            await self.send_binary(audio.pack(self.protocol_version, packet))
+            now = time.monotonic()
+            if sent_times is not None:
+                sent_times.append(now)
+            if lags is not None:
+                lags.append(now - (start + (slot - 1) * FRAME_MS / 1000))
+            count += 1
         return count
 
     async def stream_silence(self, ms: int, realtime: bool = True) -> int:

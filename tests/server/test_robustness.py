@@ -1,0 +1,96 @@
+"""Garbage from one socket gets its documented handling; the server and other sessions carry on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import aiohttp
+from wren.agent.engines.base import render_empty_prompt
+
+from tests.server.helpers import assert_complete_reply, speak, words
+from tests.support.device import TestDevice
+
+
+async def _garbage_session(server) -> dict[str, object]:
+    """Every kind of bad input, one after another, on one socket; returns what was observed."""
+    seen: dict[str, object] = {}
+    async with TestDevice(server.ws_url, mcp=False) as bad:
+        await bad.open()
+        # Frames before hello: dropped (counted), the socket stays open.
+        await bad.send_binary(os.urandom(300))
+        await bad.send_text('{"type":"listen","state":"start","mode":"auto"}')
+        hello = await bad.connect_after_open()
+        seen["hello"] = hello
+        # Invalid JSON, JSON that is not an object, a message without type, an unknown type,
+        # a listen with a bad mode: each ignored.
+        for text in ("{not json", "[1,2,3]", '{"state":"start"}', '{"type":"teleport"}',
+                     '{"type":"listen","state":"start","mode":"loud"}', "\x00\x01"):
+            await bad.send_text(text)
+        # Random binary while not listening, then while listening (undecodable Opus): dropped.
+        await bad.send_binary(os.urandom(200))
+        await bad.listen_start("manual")
+        for _ in range(20):
+            await bad.send_binary(os.urandom(120))
+        await bad.send_binary(b"")
+        await bad.listen_stop()  # a press with only garbage audio: the empty-input prompt
+        reply = await bad.next_reply(timeout=30)
+        seen["empty_prompt"] = reply.text
+        # The session still works after all that.
+        await bad.detect("what time is it")
+        seen["after_garbage"] = (await bad.next_reply(timeout=30)).stt
+        # An oversized frame: aiohttp closes the socket with 1009 (message too big).
+        await bad.send_binary(bytes(server.config.server.max_frame_bytes + 1))
+        seen["oversize_close"] = await bad.wait_closed(10)
+    return seen
+
+
+async def test_garbage_on_one_socket_does_not_disturb_another_devices_turn(server):
+    async with TestDevice(server.ws_url, mcp=False) as good:
+        await good.connect()
+        good_turn = asyncio.create_task(speak(good, "what day is it", "manual"))
+        seen = await _garbage_session(server)
+        await good_turn
+        reply = await good.next_reply(timeout=60)
+        assert {"what", "day"} <= words(reply.stt or "")
+        assert_complete_reply(good, reply)
+    assert seen["hello"]["transport"] == "websocket"
+    assert seen["empty_prompt"] == render_empty_prompt("manual", 1)  # garbage is no speech
+    assert seen["after_garbage"] == "what time is it"
+    assert seen["oversize_close"][0] == 1009
+    # The server is still up for new connections.
+    async with TestDevice(server.ws_url, mcp=False) as later:
+        await later.connect()
+        await later.detect("thank you")
+        assert "welcome" in (await later.next_reply(timeout=30)).text.lower()
+
+
+async def test_socket_that_never_says_hello_is_closed_after_hello_timeout(start_server):
+    server = start_server(server={"hello_timeout_s": 1.0})
+    async with TestDevice(server.ws_url, mcp=False) as silent:
+        await silent.open()
+        code, reason = await silent.wait_closed(10)
+    assert code == 4408 and "hello" in reason
+
+
+async def test_idle_connection_is_closed_by_the_idle_timer(start_server):
+    server = start_server(server={"idle_timeout_s": 1.5})
+    async with TestDevice(server.ws_url, mcp=False) as idle:
+        await idle.connect()
+        code, reason = await idle.wait_closed(10)
+    assert code == 1000 and "idle" in reason
+
+
+async def test_connection_without_device_id_is_closed_with_a_clear_reason(server):
+    async with TestDevice(server.ws_url, send_identity=False, mcp=False) as anonymous:
+        await anonymous.open()
+        code, reason = await anonymous.wait_closed(10)
+    assert code == 4400 and "device id" in reason
+
+
+async def test_plain_http_get_says_the_server_is_running(server):
+    async with aiohttp.ClientSession() as http:
+        for path in ("/", server.config.server.websocket_path):
+            async with http.get(server.http_url + path) as resp:
+                assert resp.status == 200
+                assert await resp.text() == "Wren server is running"
