@@ -30,6 +30,7 @@ from wren.session.empty_input import EmptyInputRule, GiveUp, Prompt, Silence
 from wren.session.reply import CURRENT_TURN, ReplyTurn, TurnRequest
 from wren.session.services import Connection, ConnectionClosed, SessionServices
 from wren.session.state import DeviceState, ListenMode
+from wren.session.timing import UplinkTiming
 from wren.speech.codec import CodecError, make_decoder
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class DeviceSession:
         self.session_key = f"xiaozhi:{identity.device_id}"
         self.name = f"device {identity.device_id}"
         self.stats = SessionStats()
+        self.uplink_timing = UplinkTiming(identity.device_id)
         self.protocol_version: int = identity.protocol_version or 1
         self.downlink = DownlinkFormat(
             self.config.audio.downlink_format,
@@ -103,6 +105,7 @@ class DeviceSession:
         await self._enqueue("text", text)
 
     async def receive_binary(self, data: bytes) -> None:
+        self.uplink_timing.arrived()
         await self._enqueue("binary", data)
 
     async def _enqueue(self, kind: str, data: Any) -> None:
@@ -127,6 +130,7 @@ class DeviceSession:
                 log.exception("%s: releasing capture failed", self.name)
         if self.device_mcp is not None:
             self.device_mcp.close()
+        self.uplink_timing.report()
         log.info(
             "%s: session %s closed (%d turns; dropped: %d before hello, %d binary while not listening, "
             "%d bad binary, %d malformed JSON, %d unknown types)",
@@ -274,6 +278,7 @@ class DeviceSession:
             log.debug("%s: %r is not handled on this side; ignored", self.name, kind)
 
     async def _on_binary(self, data: bytes) -> None:
+        arrival = self.uplink_timing.take_arrival()
         if not self.hello_received.is_set():
             self.stats.frames_before_hello += 1
             return
@@ -288,6 +293,7 @@ class DeviceSession:
             self.stats.bad_binary += 1
             log.debug("%s: dropped a bad audio frame: %s", self.name, exc)
             return
+        self.uplink_timing.processed(arrival)
         for event in events:
             await self._on_capture_event(event)
 
@@ -314,6 +320,7 @@ class DeviceSession:
         if params["format"] == "pcm":
             # No Opus on the device (e.g. the MicroPython firmware): PCM at its own rate, 60 ms frames.
             self.downlink = DownlinkFormat("pcm", params["sample_rate"], 60)
+        self.uplink_timing.set_frame_ms(params["frame_duration"])
         first = not self.hello_received.is_set()
         # The reply goes out before anything else (reference §10 row 1: never keep a hello waiting).
         await self._send_json(messages.hello_server(self.session_id, self.downlink.audio_params()))
@@ -379,6 +386,7 @@ class DeviceSession:
     async def _begin_capture(self, mode: ListenMode, why: str) -> None:
         assert self.capture is not None
         await self._in_listen_executor(self.capture.begin, mode)
+        self.uplink_timing.restart()
         self._update_state(f"{why}, {mode.value}")
 
     async def _on_capture_event(self, event: CaptureEvent) -> None:
@@ -399,7 +407,9 @@ class DeviceSession:
         capture = self.capture
         assert capture is not None
         mode = capture.mode
+        input_end = time.monotonic()
         result = await self._in_listen_executor(capture.finish)
+        stamps = {"input_end": input_end, "asr_done": time.monotonic()}
         log.info("%s: utterance ended (%s, %d ms audio, speech=%s): %r", self.name, why, result.audio_ms,
                  result.heard_speech, result.text)
         if mode is ListenMode.REALTIME:
@@ -409,7 +419,7 @@ class DeviceSession:
         if result.text:
             self.empty_rule.real_input()
             self.armed_by_wake = False
-            self._queue_reply(TurnRequest(user_text=result.text))
+            self._queue_reply(TurnRequest(user_text=result.text), stamps)
             return
         kind = self.empty_rule.classify(mode, result.heard_speech)
         decision = self.empty_rule.decide(kind, self.armed_by_wake)
@@ -417,18 +427,19 @@ class DeviceSession:
         if isinstance(decision, Prompt):
             self.armed_by_wake = False
             words = self.services.agent.render_prompt(self.session_key, decision.kind, decision.count)
-            self._queue_reply(TurnRequest(prompt_text=words))
+            self._queue_reply(TurnRequest(prompt_text=words), stamps)
         elif isinstance(decision, Silence):
             if mode.ends_by_vad and mode is not ListenMode.REALTIME:
                 await self._begin_capture(mode, "silent wait")
         elif isinstance(decision, GiveUp):
             words = self.services.agent.render_prompt(self.session_key, decision.kind, decision.count)
-            self._queue_reply(TurnRequest(prompt_text=words, close_after=True))
+            self._queue_reply(TurnRequest(prompt_text=words, close_after=True), stamps)
 
     # ---- replies ---------------------------------------------------------------------------------
 
-    def _queue_reply(self, request: TurnRequest) -> None:
+    def _queue_reply(self, request: TurnRequest, stamps: dict[str, float] | None = None) -> None:
         turn = ReplyTurn(next(self._turn_ids), request, self)
+        turn.timing.stamps.update(stamps or {})  # input_end / asr_done of a spoken turn
         self._replies.append(turn)
         self._replies_ready.set()
         self.stats.turns += 1

@@ -24,6 +24,7 @@ from wren.agent.messages import InboundMessage
 from wren.session.downlink import DownlinkRenderer
 from wren.session.pacer import PlaybackPacer
 from wren.session.services import ConnectionClosed
+from wren.session.timing import TurnTiming
 from wren.speech.sentences import SentenceSplitter
 
 if TYPE_CHECKING:
@@ -45,12 +46,16 @@ class TurnRequest:
     close_after: bool = False  # give-up: close the connection once this is spoken
 
 
-def _next_packets(chunks: Any, renderer: DownlinkRenderer) -> tuple[list[bytes], bool]:
+def _next_packets(chunks: Any, renderer: DownlinkRenderer, timing: TurnTiming) -> tuple[list[bytes], bool]:
     """Executor job: synthesise the next TTS chunk and encode it (packets, finished?)."""
     pcm = next(chunks, None)
     if pcm is None:
         return [], True
-    return renderer.render(pcm), False
+    timing.mark("tts_first_pcm")
+    packets = renderer.render(pcm)
+    if packets:
+        timing.mark("first_packet")
+    return packets, False
 
 
 class ReplyTurn:
@@ -64,6 +69,9 @@ class ReplyTurn:
         self.spoken: list[str] = []  # sentences whose audio started going out
         self.frames_sent = 0
         self._emotion_sent = False
+        identity = getattr(session, "identity", None)
+        source = "speech" if request.user_text is not None else "prompt"
+        self.timing = TurnTiming(getattr(identity, "device_id", ""), source, turn_id)
 
     def __repr__(self) -> str:
         return f"<turn {self.turn_id}{' cancelled' if self.cancelled else ''}>"
@@ -74,12 +82,14 @@ class ReplyTurn:
 
     async def run(self) -> None:
         CURRENT_TURN.set(self)
+        self.timing.mark("started")
         session = self.session
         sid = session.session_id
         try:
             user_text = self.request.user_text
             if user_text is not None and not await session.send_for(self, messages.stt(sid, user_text)):
                 return
+            self.timing.mark("stt_sent")
             if not await session.send_for(self, messages.tts_start(sid)):
                 return
             self.tts_open = True
@@ -93,6 +103,7 @@ class ReplyTurn:
             log.exception("%s: %s failed; closing it with tts stop", session.name, self)
         finally:
             await self._close_tts()
+            self.timing.finish(self.cancelled)
 
     async def _close_tts(self) -> None:
         if self.tts_open and not self.stop_sent:
@@ -123,6 +134,7 @@ class ReplyTurn:
         try:
             if self.request.prompt_text is not None:
                 if self.request.prompt_text.strip():
+                    self.timing.mark("first_sentence")
                     sentences.put_nowait(self.request.prompt_text)
                 return
             await self._produce_from_agent(sentences)
@@ -166,6 +178,7 @@ class ReplyTurn:
     async def _queue_sentence(self, sentences: asyncio.Queue[str | None], sentence: str) -> None:
         if not self._emotion_sent:  # the face changes before the first words
             await self._send_emotion(DEFAULT_EMOTION)
+        self.timing.mark("first_sentence")
         sentences.put_nowait(sentence)
 
     # ---- stage 2: sentences → encoded frames ---------------------------------------------------
@@ -183,7 +196,7 @@ class ReplyTurn:
                 try:
                     while True:
                         packets, done = await loop.run_in_executor(
-                            services.speak_executor, _next_packets, chunks, renderer
+                            services.speak_executor, _next_packets, chunks, renderer, self.timing
                         )
                         if packets and not announced:
                             frames.put_nowait(("sentence", sentence))
@@ -218,5 +231,6 @@ class ReplyTurn:
                 pending_sentence = None
             if not await session.send_audio_for(self, data, self.frames_sent * session.downlink.frame_ms):
                 return
+            self.timing.mark("first_audio_sent")
             pacer.frame_sent()
             self.frames_sent += 1
