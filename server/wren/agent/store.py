@@ -42,6 +42,11 @@ CREATE TABLE IF NOT EXISTS engine_state (
 );
 """
 
+_INSERT_SQL = "INSERT INTO messages (session_key, role, content, created_at, meta) VALUES (?, ?, ?, ?, ?)"
+_AMEND_SQL = (
+    "UPDATE messages SET content = ?, meta = json_set(meta, '$.interrupted', json('true')) WHERE id = ?"
+)
+
 
 @dataclass
 class HistoryRow:
@@ -111,22 +116,33 @@ class SessionStore:
 
     async def commit_turn(
         self, session_key: str, engine: str, rows: list[HistoryRow], state: dict[str, Any] | None
-    ) -> None:
-        """Append the turn's rows, save the engine state and trim, all in one transaction."""
-        await self._run(self._commit_sync, session_key, engine, rows, state)
+    ) -> list[int]:
+        """Append the turn's rows, save the engine state and trim, all in one transaction; row ids."""
+        return await self._run(self._commit_sync, session_key, engine, rows, state)
+
+    async def amend_reply(self, row_id: int, spoken_text: str) -> None:
+        """Replace a recorded answer by what was actually spoken (barge-in during playback)."""
+        await self._run(self._amend_sync, row_id, spoken_text)
+
+    def _amend_sync(self, row_id: int, spoken_text: str) -> None:
+        assert self._conn is not None
+        self._conn.execute(
+            _AMEND_SQL, (spoken_text, row_id),
+        )
 
     def _commit_sync(
         self, session_key: str, engine: str, rows: list[HistoryRow], state: dict[str, Any] | None
-    ) -> None:
+    ) -> list[int]:
         assert self._conn is not None
         now = time.time()
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany(
-                "INSERT INTO messages (session_key, role, content, created_at, meta) VALUES (?, ?, ?, ?, ?)",
-                [(session_key, r.role, r.content, now, json.dumps(r.meta)) for r in rows],
-            )
+            ids = [
+                conn.execute(_INSERT_SQL, (session_key, r.role, r.content, now, json.dumps(r.meta))).lastrowid
+                or 0
+                for r in rows
+            ]
             if state is not None:
                 conn.execute(
                     "INSERT INTO engine_state (session_key, engine, state, updated_at) VALUES (?, ?, ?, ?) "
@@ -143,6 +159,7 @@ class SessionStore:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        return ids
 
     async def message_count(self, session_key: str) -> int:
         return await self._run(

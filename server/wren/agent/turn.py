@@ -54,6 +54,7 @@ class Turn:
         self._engine_task: asyncio.Task[str] | None = None
         self._stopped = False  # consumer side: no more events after an interrupt
         self._consumed: list[str] = []
+        self._last_reply_row: int | None = None  # id of the recorded final answer (for late amends)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"turn:{self.session_key}")
         agent.track(self._task)
 
@@ -75,7 +76,19 @@ class Turn:
         return item
 
     async def interrupt(self, spoken_text: str = "") -> None:
-        """Barge-in: cancel the reply and record only `spoken_text` (marked interrupted)."""
+        """Barge-in: cancel the reply and record only `spoken_text` (marked interrupted).
+
+        Also valid after the iteration ended (the text was generated but the speaker was cut off while
+        playing it): the recorded answer is then amended to what was spoken.
+        """
+        if self._verdict.is_set() and not self._interrupted:
+            await self._wait_recorded()
+            if self._last_reply_row is not None:
+                self._interrupted = True
+                await self.agent.store.amend_reply(self._last_reply_row, spoken_text)
+                if self.replies:
+                    self.replies[-1] = spoken_text
+            return
         if not self._verdict.is_set():
             self._interrupted = True
             self._spoken = spoken_text
@@ -191,7 +204,9 @@ class Turn:
             rows += [HistoryRow("user", u) for u in users]
             if reply or not meta.get("interrupted"):
                 rows.append(HistoryRow("assistant", reply, meta))
-        await agent.store.commit_turn(self.session_key, agent.engine.name, rows, state)
+        ids = await agent.store.commit_turn(self.session_key, agent.engine.name, rows, state)
+        if rows and rows[-1].role == "assistant" and not self._interrupted:
+            self._last_reply_row = ids[-1]
 
     async def _generate(self, ctx: TurnContext) -> str | None:
         async with self.agent.gate:
