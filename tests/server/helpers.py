@@ -52,8 +52,11 @@ def words(text: str) -> set[str]:
     return set(text.lower().replace(",", " ").replace(".", " ").split())
 
 
-def assert_complete_reply(dev: TestDevice, reply: Reply) -> None:
-    """The framing every reply must have: sentence_start before audio, decodable audio, stop after it."""
+def assert_complete_reply(dev: TestDevice, reply: Reply, *, timing: bool = True) -> None:
+    """The framing every reply must have: sentence_start before audio, decodable audio, stop after it.
+
+    `timing=False` skips the arrival-time check, for tests whose client loop is itself busy (load),
+    where frames can sit in the client's socket buffer and be read in a burst."""
     assert reply.sentences, f"no sentence_start in {dev.summary()}"
     assert reply.frames, "no reply audio"
     first_sentence_at = next(i for i, e in enumerate(reply.events) if e.msg and e.msg.get("state") ==
@@ -66,5 +69,7 @@ def assert_complete_reply(dev: TestDevice, reply: Reply) -> None:
     assert np.abs(np.frombuffer(pcm, dtype="<i2")).max() > 1000, "reply audio is silent"
     # `tts stop` only after the device has played the last frame (paced audio + drain margin); the
     # pre-buffer lets the first frames arrive up to ~0.4 s early.
+    if not timing:
+        return
     played_until = reply.frames[0].t + reply.audio_s
     assert reply.stop_t >= played_until - 0.5, (reply.stop_t - reply.frames[0].t, reply.audio_s)
