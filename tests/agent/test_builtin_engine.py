@@ -8,6 +8,7 @@ from wren.agent.messages import InboundMessage
 from wren.tools.spec import ToolError
 
 from tests.agent.fakes import DEVICE_STATUS, XIAOZHI_TOOLS, RecordingTools
+from tests.tools.device_responder import builtin_tools
 
 
 async def say(agent, text: str, key: str = "test:one", tools=None) -> str:
@@ -123,3 +124,16 @@ async def test_render_prompt_grades_by_count(agent):
     third = agent.render_prompt("xiaozhi:dev-1", "silence", 3)
     assert first and third and first != third
     assert agent.render_prompt("xiaozhi:dev-1", "manual", 1) != first
+
+
+async def test_documented_string_choices_pick_the_tool_and_the_value(agent):
+    tools = RecordingTools(builtin_tools())
+    assert await say(agent, "switch to dark mode", tools=tools) == "Done, the theme is now dark."
+    assert tools.calls == [("self.screen.set_theme", {"theme": "dark"})]
+
+
+async def test_an_optional_number_is_left_to_its_default_unless_named(agent):
+    tools = RecordingTools(builtin_tools())
+    await say(agent, "move the head to ninety degrees", tools=tools)
+    await say(agent, "move the tail to ten with speed twenty", tools=tools)
+    assert tools.calls == [("self.head.move", {"angle": 90}), ("self.tail.move", {"angle": 10, "speed": 20})]

@@ -15,7 +15,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from wren.agent.engines.words import NUMBER_WORDS, STOPWORDS, correct, find_number, tokens
+from wren.agent.engines.words import NUMBER_WORDS, STOPWORDS, correct, find_number, find_numbers, tokens
 from wren.tools.spec import ToolSpec
 
 SYNONYMS = {
@@ -113,11 +113,20 @@ def _string_value(words: list[str], prop: str) -> str | None:
     return None
 
 
+def _choices(tool: ToolSpec, schema: dict[str, Any]) -> list[str]:
+    """Allowed values of a string property: its enum, else values the description quotes in backticks
+    ("The theme can be `light` or `dark`"), which is how device tools document them."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return [str(v) for v in enum]
+    quoted = re.findall(r"`([A-Za-z][A-Za-z0-9_-]*)`", tool.description)
+    return [q for q in quoted if "." not in q and "_" not in q]
+
+
 def extract_arguments(tool: ToolSpec, words: list[str]) -> dict[str, Any] | None:
     """Fill the tool's arguments from the words; None when a required argument cannot be found."""
     props = tool.properties
     args: dict[str, Any] = {}
-    number = find_number(words)
     colour = _colour_in(words)
     rgb_keys = {k.lower(): k for k in props if k.lower() in ("r", "g", "b", "red", "green", "blue")}
     if colour and len(rgb_keys) == 3:
@@ -125,16 +134,36 @@ def extract_arguments(tool: ToolSpec, words: list[str]) -> dict[str, Any] | None
         for key, value in zip(("r", "g", "b"), (r, g, b), strict=True):
             real = rgb_keys.get(key) or rgb_keys.get({"r": "red", "g": "green", "b": "blue"}[key])
             args[real] = value
+    # Numbers: a property named in the request takes the number after its name ("speed twenty");
+    # the remaining numbers fill required properties in order; an optional property (it has a
+    # default) is never given a number it was not named for ("move the head to ninety").
+    numbers = find_numbers(words)
+    claimed: set[int] = set()
+    named_values: dict[str, int] = {}
     for prop, schema in props.items():
-        if prop in args:
+        if not isinstance(schema, dict) or schema.get("type") not in ("integer", "number"):
             continue
-        kind = schema.get("type") if isinstance(schema, dict) else None
+        name_words = set(_split_name(prop))
+        spots = [i for i, w in enumerate(words) if w in name_words]
+        after = [(i, v) for i, v in numbers if spots and i > spots[0] and i not in claimed]
+        if after:
+            claimed.add(after[0][0])
+            named_values[prop] = after[0][1]
+    free = [v for i, v in numbers if i not in claimed]
+    required_set = set(tool.required)
+    for prop, schema in props.items():
+        if prop in args or not isinstance(schema, dict):
+            continue
+        kind = schema.get("type")
         if kind in ("integer", "number"):
-            value = number
-            if value is None and any(w in words for w in ("max", "maximum", "full", "loudest")):
-                value = schema.get("maximum")
-            if value is None and any(w in words for w in ("min", "minimum", "mute", "silent")):
-                value = schema.get("minimum", 0)
+            value: Any = named_values.get(prop)
+            if value is None and prop in required_set and free:
+                value = free.pop(0)
+            if value is None and prop in required_set:
+                if any(w in words for w in ("max", "maximum", "full", "loudest")):
+                    value = schema.get("maximum")
+                elif any(w in words for w in ("min", "minimum", "mute", "silent")):
+                    value = schema.get("minimum", 0)
             if value is not None:
                 lo, hi = schema.get("minimum"), schema.get("maximum")
                 if isinstance(lo, int | float):
@@ -151,6 +180,12 @@ def extract_arguments(tool: ToolSpec, words: list[str]) -> dict[str, Any] | None
             if "colour" in prop.lower() or "color" in prop.lower():
                 if colour:
                     args[prop] = colour
+                continue
+            choices = _choices(tool, schema)
+            if choices:
+                picked = next((c for c in choices if c.lower() in words), None)
+                if picked is not None:
+                    args[prop] = picked
                 continue
             value = _string_value(words, prop)
             if value:
@@ -172,6 +207,9 @@ def match_tool(text: str, tools: list[ToolSpec], min_score: float = 1.5) -> Tool
     for index, tool in enumerate(tools):
         strong, weak = tool_keywords(tool)
         strong_hits = _word_hits(words, strong)
+        for schema in tool.properties.values():  # a documented value ("dark") names the tool too
+            if isinstance(schema, dict) and schema.get("type") == "string":
+                strong_hits += [c.lower() for c in _choices(tool, schema) if c.lower() in words]
         weak_hits = [w for w in _word_hits(words, weak) if w not in strong_hits]
         score = 2.0 * len(strong_hits) + 0.75 * len(weak_hits)
         if score == 0:

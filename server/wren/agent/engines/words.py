@@ -59,19 +59,29 @@ def correct(words: list[str], vocabulary: Iterable[str], cutoff: float = 80.0) -
     return out
 
 
-def find_number(words: list[str]) -> int | None:
-    """The first number in the tokens: digits ("30") or spoken ("thirty", "one hundred", "a hundred")."""
+def find_numbers(words: list[str]) -> list[tuple[int, int]]:
+    """Every number in the tokens as (token index, value): digits ("30") or spoken ("thirty five",
+    "one hundred", "a hundred")."""
+    found: list[tuple[int, int]] = []
     i = 0
     while i < len(words):
         word = words[i]
         if word.isdigit():
-            return int(word)
-        if word in UNITS or word in TENS or (word in ("a", "one") and _next(words, i) == "hundred"):
-            value, _ = _parse_spoken(words, i)
+            found.append((i, int(word)))
+        elif word in UNITS or word in TENS or (word in ("a", "one") and _next(words, i) == "hundred"):
+            value, end = _parse_spoken(words, i)
             if value is not None:
-                return value
+                found.append((i, value))
+                i = end
+                continue
         i += 1
-    return None
+    return found
+
+
+def find_number(words: list[str]) -> int | None:
+    """The first number in the tokens, or None."""
+    found = find_numbers(words)
+    return found[0][1] if found else None
 
 
 def _next(words: list[str], i: int) -> str | None:
