@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from wren.agent.http import add_routes as add_chat_routes
 from wren.config import Config
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
@@ -55,6 +56,7 @@ class WrenServer:
             wake_words=frozenset(normalise_phrase(w) for w in self.config.server.wake_words),
         )
         self.app = build_web_app(services)
+        add_chat_routes(self.app, self.agent)  # POST /api/chat: text turns on the same port
         self._runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(

@@ -94,3 +94,11 @@ async def test_plain_http_get_says_the_server_is_running(server):
             async with http.get(server.http_url + path) as resp:
                 assert resp.status == 200
                 assert await resp.text() == "Wren server is running"
+
+
+async def test_text_chat_api_shares_the_port(server):
+    async with aiohttp.ClientSession() as http, http.post(
+        server.http_url + "/api/chat", json={"session": "api:test", "message": "thank you"}
+    ) as resp:
+        assert resp.status == 200
+        assert "welcome" in (await resp.json())["reply"].lower()
