@@ -13,7 +13,9 @@ session) is stored separately and is never trimmed, so facts outlive the trimmed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +81,8 @@ class SessionStore:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")  # a committed turn survives power loss, not just a crash
         conn.executescript(SCHEMA)
+        with contextlib.suppress(OSError):
+            os.chmod(self.path, 0o600)  # conversations are private
         self._conn = conn
 
     async def close(self) -> None:
