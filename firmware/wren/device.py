@@ -357,10 +357,14 @@ class Device:
             if not dl.pending() or self._spk_writer is None:
                 if self._playing:
                     await asyncio.sleep_ms(self.board.speaker_buffer_ms)  # the DMA buffer plays out
+                    if dl.pending():
+                        continue  # more audio came while the buffer played out
                     self._playing = False
                     self.board.speaker_drained()
+                # Clear, re-check, then wait: no wake-up from feed() can be lost in between.
                 self._audio.clear()
-                await self._audio.wait()
+                if not dl.pending():
+                    await self._audio.wait()
                 continue
             self._playing = True
             dl.next_chunk()

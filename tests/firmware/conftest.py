@@ -59,9 +59,19 @@ class MpyProcess:
                 await asyncio.wait_for(self._new.wait(), left)
 
     async def finish(self, timeout: float = 30.0) -> int:
-        await asyncio.wait_for(self.proc.wait(), timeout)
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            raise AssertionError("micropython did not exit; output:\n" + self.output()) from None
         await self._reader
         return self.proc.returncode
+
+    async def until(self, event: asyncio.Event, timeout: float = 30.0) -> None:
+        """Wait for a test-side event; on timeout fail with the firmware's output."""
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            raise AssertionError("timed out; firmware output:\n" + self.output()) from None
 
     def output(self) -> str:
         return "\n".join(self.lines)
