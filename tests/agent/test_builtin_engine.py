@@ -61,10 +61,12 @@ async def test_asr_slips_and_compound_numbers_are_absorbed(agent):
     await say(agent, "set the volum to thirdy five", tools=tools)
     await say(agent, "please make the volume one hundred", tools=tools)
     await say(agent, "turn the brightness to 20%", tools=tools)
+    await say(agent, "set the volume two thirty", tools=tools)  # "to" heard as "two"
     assert tools.calls == [
         ("self.audio_speaker.set_volume", {"volume": 35}),
         ("self.audio_speaker.set_volume", {"volume": 100}),
         ("self.screen.set_brightness", {"brightness": 20}),
+        ("self.audio_speaker.set_volume", {"volume": 30}),
     ]
 
 

@@ -21,6 +21,8 @@ TENS = {
     "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
     "ninety": 90,
 }
+# Prepositions a recogniser often hears as numbers ("to" -> two, "for" -> four).
+_PREPOSITION_SLIPS = {"two", "four"}
 NUMBER_WORDS = set(UNITS) | set(TENS) | {"hundred", "thousand", "percent"}
 
 # Common words never "corrected" (they are real words, e.g. "there" must not become "three").
@@ -66,6 +68,10 @@ def find_numbers(words: list[str]) -> list[tuple[int, int]]:
     i = 0
     while i < len(words):
         word = words[i]
+        following = _next(words, i) or ""
+        if word in _PREPOSITION_SLIPS and (following in TENS or following.isdigit()):
+            i += 1  # "volume two thirty" is "volume to thirty" misheard, not the number 2
+            continue
         if word.isdigit():
             found.append((i, int(word)))
         elif word in UNITS or word in TENS or (word in ("a", "one") and _next(words, i) == "hundred"):
