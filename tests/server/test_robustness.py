@@ -8,6 +8,7 @@ import os
 import aiohttp
 from wren.agent.engines.base import render_empty_prompt
 
+from shared_protocol import messages
 from tests.server.helpers import assert_complete_reply, speak, words
 from tests.support.device import TestDevice
 
@@ -102,3 +103,20 @@ async def test_text_chat_api_shares_the_port(server):
     ) as resp:
         assert resp.status == 200
         assert "welcome" in (await resp.json())["reply"].lower()
+
+
+async def test_invalid_hello_is_refused_at_once_with_the_reason(server):
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.open()
+        await dev.send_text('{"type":"hello","version":1,"audio_params":{"format":"opus"}}')  # no transport
+        code, reason = await dev.wait_closed(5)
+    assert code == 4400 and reason == "invalid hello: transport: is required"
+
+
+async def test_hello_with_undecodable_uplink_is_refused_with_the_reason(server):
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.open()
+        await dev.send_json(messages.hello_device(
+            audio_params=messages.audio_params("opus", 16000, 1, 120), features={}))
+        code, reason = await dev.wait_closed(5)
+    assert code == 4415 and reason.startswith("unsupported audio_params")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import time
 import uuid
@@ -36,10 +37,19 @@ from wren.speech.codec import CodecError, make_decoder
 log = logging.getLogger(__name__)
 
 INBOX_FRAMES = 256  # ~15 s of 60 ms audio; beyond that the reader waits (TCP back-pressure)
+CLOSE_BAD_HELLO = 4400
 CLOSE_NO_HELLO = 4408
 CLOSE_BAD_AUDIO_PARAMS = 4415
 CLOSE_NORMAL = 1000
 UPLINK_DEFAULTS = {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}
+
+
+def _looks_like_hello(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("type") == "hello"
 
 
 @dataclass
@@ -253,6 +263,11 @@ class DeviceSession:
             return
         except ProtocolError as exc:
             self.stats.malformed_json += 1
+            if not self.hello_received.is_set() and _looks_like_hello(text):
+                # The device would wait 10 s for a reply that never comes: say why, right away.
+                log.warning("%s: invalid hello: %s", self.name, exc)
+                await self.conn.close(CLOSE_BAD_HELLO, f"invalid hello: {exc}"[:120])
+                raise ConnectionClosed() from None
             log.info("%s: ignoring malformed frame: %s", self.name, exc)
             return
         kind = msg["type"]
