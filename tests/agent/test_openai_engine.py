@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -8,7 +9,7 @@ from wren.agent.engines.openai import APOLOGY_DOWN, openai_tool_name
 from wren.agent.events import TextChunk
 from wren.agent.messages import InboundMessage
 
-from tests.agent.fakes import XIAOZHI_TOOLS, RecordingTools
+from tests.agent.fakes import XIAOZHI_TOOLS, BlockingTools, RecordingTools
 from tests.agent.llm_server import ScriptedLLM, text_chunks, tool_call_chunks
 from tests.tools.conftest import free_port
 
@@ -118,3 +119,33 @@ async def test_non_streaming_answers_are_accepted(openai_agent, llm):
         {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Plain answer."}}]}
     )
     assert await chunks_of(openai_agent, "hello") == ["Plain answer."]
+
+
+async def test_a_follow_up_during_a_tool_round_joins_the_next_request(openai_agent, llm):
+    def script(body: dict[str, Any]):
+        if body["messages"][-1] == {"role": "user", "content": "set the volume to 30"}:
+            return tool_call_chunks("self_audio_speaker_set_volume", '{"volume": 30}')
+        return text_chunks("Volume is 30, and your name is Ada.")
+
+    llm.script = script
+    tools = BlockingTools()
+    openai_agent.server_tools = tools  # bus turns have no device: serve the tools from the server side
+    await openai_agent.bus.publish_inbound(InboundMessage("chat", "u", "room", "set the volume to 30"))
+    await asyncio.wait_for(tools.entered.wait(), 10)
+    await openai_agent.bus.publish_inbound(InboundMessage("chat", "u", "room", "my name is Ada"))
+    for _ in range(100):  # wait until the bus consumer has queued it into the active turn
+        if openai_agent._pending["chat:room"].qsize() == 1:
+            break
+        await asyncio.sleep(0.02)
+    tools.release.set()
+    reply = await asyncio.wait_for(openai_agent.bus.consume_outbound(), 10)
+    assert reply.content == "Volume is 30, and your name is Ada."
+    assert len(llm.requests) == 2
+    assert [m["role"] for m in llm.requests[1]["messages"][-3:]] == ["assistant", "tool", "user"]
+    assert llm.requests[1]["messages"][-1]["content"] == "my name is Ada"
+    history, _ = await openai_agent.store.load("chat:room", "openai")
+    assert [(r.role, r.content) for r in history] == [
+        ("user", "set the volume to 30"),
+        ("user", "my name is Ada"),
+        ("assistant", "Volume is 30, and your name is Ada."),
+    ]
