@@ -46,9 +46,16 @@ def test_longer_text_gives_longer_audio(piper_engine):
     assert long > 3 * short
 
 
-def test_empty_text_yields_nothing(piper_engine):
+def test_empty_or_unsayable_text_yields_nothing(piper_engine):
     assert list(piper_engine.synthesize("")) == []
     assert list(piper_engine.synthesize("   ")) == []
+    assert list(piper_engine.synthesize("🎉👍 **")) == []
+
+
+def test_markdown_and_emoji_are_not_spoken(piper_engine):
+    plain = _seconds(list(piper_engine.synthesize("Sunny and warm.")), piper_engine.sample_rate)
+    marked = _seconds(list(piper_engine.synthesize("**Sunny** and _warm_. 😀🌞")), piper_engine.sample_rate)
+    assert marked == pytest.approx(plain, rel=0.25)  # spelled-out "asterisk asterisk" would double it
 
 
 def test_what_piper_says_is_what_pocketsphinx_hears(piper_engine, pocketsphinx_engine):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from wren.speech.sentences import clean_for_speech
 from wren.speech.tts import TtsError
 
 log = logging.getLogger(__name__)
@@ -74,10 +75,12 @@ class PiperEngine:
         log.info("piper: voice %s loaded in %.2f s", model.name, time.perf_counter() - started)
 
     def synthesize(self, text: str) -> Iterator[bytes]:
-        """int16 PCM per sentence of `text`, as soon as each is ready; empty text yields nothing."""
-        if not text or not text.strip():
+        """int16 PCM per sentence of `text`, as soon as each is ready. Markdown and emoji are stripped
+        first (an LLM reply may contain them; espeak would spell them out); nothing sayable → no audio."""
+        speakable = clean_for_speech(text or "")
+        if not speakable:
             return
-        for chunk in self.voice.synthesize(text, syn_config=self._syn_config):
+        for chunk in self.voice.synthesize(speakable, syn_config=self._syn_config):
             pcm = chunk.audio_int16_bytes
             if pcm:
                 yield pcm
