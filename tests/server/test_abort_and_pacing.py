@@ -39,6 +39,30 @@ async def test_abort_gets_prompt_tts_stop_and_nothing_of_that_turn_follows(serve
         assert_complete_reply(dev, reply)
 
 
+async def test_abort_during_a_pending_device_tool_call_drops_everything_that_turn_would_say(server):
+    """78 #1024: after an abort, the answer to a tool call made by the cancelled turn must not
+    bring it back to life (no new tts start, sentence, audio or further MCP action)."""
+    async with TestDevice(server.ws_url, tool_delay=1.5) as dev:
+        await dev.connect()
+        await asyncio.wait_for(dev.mcp_ready.wait(), 15)
+        await dev.detect("set the volume to 30")
+        await dev.wait_json(lambda m: m.get("type") == "tts" and m.get("state") == "start", 30)
+        await dev.wait_json(lambda m: m.get("type") == "mcp" and m["payload"].get("method") == "tools/call",
+                            30)
+        before_abort = len(dev.received)
+        await dev.abort()
+        stop = await dev.wait_json(lambda m: m.get("type") == "tts" and m.get("state") == "stop", 5,
+                                   since=before_abort)
+        assert stop
+        await asyncio.sleep(3.0)  # the device answers the call at 1.5 s
+        after = dev.received[before_abort:]
+        assert [r for r in after if r.kind == "audio"] == []
+        late = [r.msg for r in after
+                if r.kind == "json" and r.msg.get("type") in ("tts", "llm", "stt", "mcp")]
+        assert late == [stop]
+        assert len(dev.tool_calls) == 1
+
+
 async def test_abort_while_idle_is_still_answered_with_tts_stop(server):
     async with TestDevice(server.ws_url, mcp=False) as dev:
         await dev.connect()

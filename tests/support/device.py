@@ -93,6 +93,7 @@ class TestDevice:
         use_query: bool = False,
         send_identity: bool = True,
         tools: list[dict] | None = None,
+        tool_delay: float = 0.0,
     ) -> None:
         self.url = url
         self.device_id = device_id or "02:00:00:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
@@ -103,6 +104,8 @@ class TestDevice:
         self.sample_rate = sample_rate
         self.mcp = mcp
         self.tools = DEVICE_TOOLS if tools is None else tools
+        self.tool_delay = tool_delay  # seconds before a tools/call is answered (a slow device)
+        self._background: set[asyncio.Task] = set()
         self.use_query = use_query
         self.send_identity = send_identity
         self.ws: Any = None
@@ -160,6 +163,8 @@ class TestDevice:
         if self.ws is not None:
             with contextlib.suppress(Exception):
                 await self.ws.close()
+        for task in list(self._background):
+            task.cancel()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(BaseException):
@@ -299,8 +304,18 @@ class TestDevice:
             else:
                 text = "true"
             reply = jsonrpc.result(msg_id, jsonrpc.text_content(text))
+            if self.tool_delay:
+                task = asyncio.get_running_loop().create_task(self._reply_later(reply, self.tool_delay))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+                return
         else:
             reply = jsonrpc.error(msg_id, "Unknown method: " + method)
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self.send_json(messages.mcp(reply, self.session_id))
+
+    async def _reply_later(self, reply: dict, delay: float) -> None:
+        await asyncio.sleep(delay)
         with contextlib.suppress(websockets.ConnectionClosed):
             await self.send_json(messages.mcp(reply, self.session_id))
 

@@ -241,18 +241,25 @@ class DeviceSession:
     # ---- the inbox --------------------------------------------------------------------------------------
 
     async def _process_inbox(self) -> None:
-        while True:
-            kind, data = await self._inbox.get()
-            try:
-                if kind == "text":
-                    await self._on_text(data)
-                else:
-                    await self._on_binary(data)
-            except ConnectionClosed:
-                return
-            except Exception:
-                # One bad frame never ends the session (or touches another one).
-                log.exception("%s: handling a %s frame failed", self.name, kind)
+        try:
+            while True:
+                kind, data = await self._inbox.get()
+                try:
+                    if kind == "text":
+                        await self._on_text(data)
+                    else:
+                        await self._on_binary(data)
+                except ConnectionClosed:
+                    # Nothing more can be said on this socket: make sure the reader ends too.
+                    await self.conn.close(CLOSE_NORMAL, "session ended")
+                    return
+                except Exception:
+                    # One bad frame never ends the session (or touches another one).
+                    log.exception("%s: handling a %s frame failed", self.name, kind)
+        finally:
+            # A reader blocked on a full inbox must not wait forever for a processor that is gone.
+            while not self._inbox.empty():
+                self._inbox.get_nowait()
 
     async def _on_text(self, text: str) -> None:
         try:
