@@ -33,3 +33,30 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache build
+
+# ---- firmware (MicroPython device app) --------------------------------------------------------------
+# make flash  PORT=/dev/ttyACM0 BOARD=esp32s3|esp32 FIRMWARE=ESP32_GENERIC_S3-SPIRAM_OCT-….bin
+# make deploy PORT=/dev/ttyACM0 [CONFIG=firmware/config.json]
+# make sim    MIC=question.wav [SERVER=ws://127.0.0.1:8000/xiaozhi/v1/] [OUT=reply.wav] [MODE=auto|manual]
+#             [HEAP=160wk]
+.PHONY: flash deploy sim
+
+BOARD  ?= esp32s3
+CONFIG ?= firmware/config.json
+SERVER ?= ws://127.0.0.1:8000/xiaozhi/v1/
+OUT    ?= reply.wav
+MODE   ?= auto
+HEAP   ?= 160wk
+
+flash: $(STAMP)
+	@test -n "$(PORT)" || { echo "make flash: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
+	@test -n "$(FIRMWARE)" || { echo "make flash: set FIRMWARE=path/to/micropython.bin"; exit 2; }
+	$(BIN)/python tools/flash/flash.py --port "$(PORT)" --board "$(BOARD)" --firmware "$(FIRMWARE)"
+
+deploy: $(STAMP)
+	@test -n "$(PORT)" || { echo "make deploy: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
+	$(BIN)/python tools/flash/deploy.py --port "$(PORT)" --config "$(CONFIG)"
+
+sim: $(STAMP)
+	@test -n "$(MIC)" || { echo "make sim: set MIC=path/to/16k-mono.wav"; exit 2; }
+	$(BIN)/python tools/sim/run.py --mic "$(MIC)" --server "$(SERVER)" --out "$(OUT)" --mode "$(MODE)" --heap "$(HEAP)"

@@ -69,7 +69,8 @@ class Device:
         self.channel_open = False
         self.mic_open = False
         self.last_rx = time.ticks_ms()
-        self.heap_peak = 0
+        self.heap_peak = 0  # gc.mem_alloc() sampled every audio frame (includes garbage not yet collected)
+        self.live_peak = 0  # gc.mem_alloc() right after a collection at the end of each turn
         self._hello = asyncio.Event()
         self._events = deque((), 8)  # button events; bounded, the oldest is dropped
         self._wake = asyncio.Event()
@@ -115,7 +116,9 @@ class Device:
             self.report_heap()
 
     def report_heap(self):
-        log("heap", "peak %d bytes allocated, %d free now" % (self.heap_peak, gc.mem_free()))
+        gc.collect()
+        log("heap", "high-water %d bytes allocated (sampled per frame), live peak %d bytes after turns, "
+            "heap %d bytes" % (self.heap_peak, self.live_peak, gc.mem_alloc() + gc.mem_free()))
 
     def _on_button(self, kind):
         self._events.append(kind)
@@ -320,6 +323,11 @@ class Device:
         while self.downlink.pending() or self._playing:
             await asyncio.sleep_ms(20)
         log("turn", "done; playback drained")
+        gc.collect()
+        live = gc.mem_alloc()
+        if live > self.live_peak:
+            self.live_peak = live
+        log("heap", "live after turn %d bytes" % live)
         if self.board.turn_done():
             self._finished = True
             self._wake.set()

@@ -1,0 +1,71 @@
+"""`make flash` / `make deploy` print what they run and fail clearly when no board is attached;
+`make sim` refuses to start without a mic WAV."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.firmware.conftest import REPO
+
+
+def make(*args: str) -> subprocess.CompletedProcess[str]:
+    # STAMP= skips the venv refresh prerequisite: the venv is already installed for the tests.
+    return subprocess.run(
+        ["make", "--no-print-directory", *args, "STAMP="],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_flash_without_a_board_names_the_port_and_the_esptool_command(tmp_path: Path) -> None:
+    image = tmp_path / "micropython.bin"
+    image.write_bytes(b"\xe9" + bytes(1023))
+    for board in ("esp32s3", "esp32"):
+        res = make("flash", "PORT=/dev/ttyWREN-NOPE", f"BOARD={board}", f"FIRMWARE={image}")
+        assert res.returncode != 0
+        assert f"esptool --chip {board} --port /dev/ttyWREN-NOPE erase-flash" in res.stdout
+        assert "flash: esptool cannot find or talk to the board on /dev/ttyWREN-NOPE" in res.stderr
+        assert "write-flash" not in res.stdout  # stopped at the first failure
+
+
+def test_flash_writes_at_the_chip_offset(tmp_path: Path) -> None:
+    image = tmp_path / "micropython.bin"
+    image.write_bytes(b"\xe9" + bytes(1023))
+    # --no-erase goes straight to write-flash, so the printed command shows the offset for each chip.
+    for board, offset in (("esp32s3", "0x0"), ("esp32", "0x1000")):
+        res = subprocess.run(
+            [str(REPO / ".venv/bin/python"), "tools/flash/flash.py", "--port", "/dev/ttyWREN-NOPE",
+             "--board", board, "--firmware", str(image), "--no-erase"],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )
+        assert res.returncode != 0
+        assert f"--baud 460800 write-flash {offset} {image}" in res.stdout
+
+
+def test_flash_with_a_missing_image_says_so() -> None:
+    res = make("flash", "PORT=/dev/ttyWREN-NOPE", "FIRMWARE=/nonexistent/mp.bin")
+    assert res.returncode != 0
+    assert "firmware image not found: /nonexistent/mp.bin" in res.stderr
+
+
+def test_deploy_compiles_to_mpy_then_fails_clearly_without_a_board(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"wifi": [], "server_url": "ws://127.0.0.1:8000/xiaozhi/v1/"}')
+    res = make("deploy", "PORT=/dev/ttyWREN-NOPE", f"CONFIG={config}")
+    assert res.returncode != 0
+    assert "mpy-cross -march=xtensawin" in res.stdout
+    assert "mpremote connect /dev/ttyWREN-NOPE cp -r" in res.stdout
+    assert "deploy: mpremote cannot find or talk to the board on /dev/ttyWREN-NOPE" in res.stderr
+    built = REPO / "build" / "device"
+    for module in ("wren/device.mpy", "wren/dsp.mpy", "hal/esp32/board.mpy", "shared_protocol/messages.mpy"):
+        assert (built / module).read_bytes()[:1] == b"M"  # a .mpy file
+    assert not (built / "hal" / "host").exists()  # the host stand-ins never go to the board
+
+
+def test_targets_without_their_required_variables_explain_themselves() -> None:
+    assert "set PORT=" in make("flash").stdout
+    assert "set PORT=" in make("deploy").stdout
+    assert "set MIC=" in make("sim").stdout

@@ -1,0 +1,98 @@
+"""Run the firmware under the MicroPython unix port against a xiaozhi server (the host simulation).
+
+    python tools/sim/run.py --mic question.wav [--server ws://127.0.0.1:8000/xiaozhi/v1/]
+                            [--out reply.wav] [--mode auto|manual] [--heap 160wk] [--turns 1]
+
+The firmware is the real app on the host hal: the mic WAV (16 kHz 16-bit mono) plays while the device
+listens, the speaker writes --out, the button follows --button (default: press at 0.5 s; in manual mode
+also release 0.3 s after the WAV ends). The heap is capped with `-X heapsize=<n>wk` (K words: sized like a
+32-bit board). On exit the firmware's heap report is repeated: the peak of gc.mem_alloc() sampled every
+audio frame (garbage included) and the live heap after each turn's gc.collect().
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIRMWARE = REPO / "firmware"
+MICROPYTHON = Path(sys.executable).parent / "micropython"
+DEFAULT_HEAP = "160wk"
+
+
+def build_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
+    cfg = {
+        "wifi": [{"ssid": "sim", "password": ""}],
+        "server_url": args.server,
+        "ota_url": args.ota or "",
+        "token": args.token or "",
+        "listen_mode": args.mode,
+        "volume": args.volume,
+        "mac": args.mac,
+        "board": "host-sim",
+    }
+    (workdir / "config.json").write_text(json.dumps(cfg))
+    button = args.button or ("press@0.5,release@eof" if args.mode == "manual" else "press@0.5")
+    return {
+        **os.environ,
+        "MICROPYPATH": f"{FIRMWARE}:{FIRMWARE / 'hal' / 'host'}:{REPO}:.frozen",
+        "WREN_CONFIG": str(workdir / "config.json"),
+        "WREN_STATE": str(workdir / "state.json"),
+        "WREN_MIC": str(Path(args.mic).resolve()),
+        "WREN_OUT": str(Path(args.out).resolve()),
+        "WREN_BUTTON": button,
+        "WREN_SIM_TURNS": str(args.turns),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mic", required=True, help="16 kHz 16-bit mono WAV the simulated mic hears")
+    ap.add_argument("--server", default="ws://127.0.0.1:8000/xiaozhi/v1/")
+    ap.add_argument("--ota", default="", help="OTA URL (http://host:port/xiaozhi/ota/); overrides --server")
+    ap.add_argument("--token", default="")
+    ap.add_argument("--out", default="reply.wav")
+    ap.add_argument("--mode", choices=["auto", "manual", "realtime"], default="auto")
+    ap.add_argument("--heap", default=DEFAULT_HEAP)
+    ap.add_argument("--turns", type=int, default=1, help="exit after this many turns (0 = never)")
+    ap.add_argument("--button", default="", help='button script, e.g. "press@0.5,release@eof" or "stdin"')
+    ap.add_argument("--volume", type=int, default=100)
+    ap.add_argument("--mac", default="02:00:00:00:5e:01")
+    ap.add_argument("--timeout", type=float, default=120.0)
+    args = ap.parse_args(argv)
+    if not Path(args.mic).is_file():
+        sys.exit(f"sim: mic WAV not found: {args.mic}")
+    with tempfile.TemporaryDirectory(prefix="wren-sim-") as tmp:
+        env = build_env(Path(tmp), args)
+        cmd = [str(MICROPYTHON), "-X", f"heapsize={args.heap}", str(FIRMWARE / "main.py")]
+        print("+ " + " ".join(cmd), flush=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        heap_lines = []
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                if re.search(r"\] heap: ", line):
+                    heap_lines.append(line.strip())
+            rc = proc.wait(timeout=args.timeout)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            rc = 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    print(f"sim: exit {rc}; heap budget -X heapsize={args.heap}; reply audio in {args.out}")
+    for line in heap_lines:
+        print("sim: " + line)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
