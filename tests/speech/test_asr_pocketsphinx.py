@@ -122,3 +122,32 @@ def test_load_asr_rejects_unknown_engines_and_bad_model_paths(tmp_path):
         load_asr(AsrConfig(engine="pocketsphinx", model_path=str(tmp_path)))
     with pytest.raises(AsrError, match=r"needs asr\.model_path"):
         load_asr(AsrConfig(engine="vosk"))
+
+
+class _FailingDecoder:
+    """Stands in for a decoder whose native search fails (cannot be provoked on demand with real audio)."""
+
+    def set_cmn(self, _prior: str) -> None:
+        pass
+
+    def start_utt(self) -> None:
+        pass
+
+    def process_raw(self, *_args: object) -> None:
+        raise RuntimeError("search failed")
+
+    def end_utt(self) -> None:
+        pass
+
+
+def test_a_decoder_that_failed_is_dropped_not_returned_to_the_pool():
+    engine = PocketsphinxEngine(pool_size=1)
+    stream = engine.open_stream()
+    stream._decoder = _FailingDecoder()
+    with pytest.raises(AsrError, match="failed while decoding"):
+        stream.accept(bytes(1920))
+    stream.close()
+    assert (
+        engine.pool.idle == 0
+    )  # the healthy decoder it borrowed is lost with it; a new one is made on demand
+    assert "time" in recognise(engine, spoken("what time is it")).split()

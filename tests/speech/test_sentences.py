@@ -53,6 +53,12 @@ def test_abbreviations_and_initials_do_not_end_sentences(step):
     ]
 
 
+@pytest.mark.parametrize("step", [None, 1])
+def test_numbered_list_items_are_not_split_after_their_number(step):
+    text = "Here is how:\n1. Preheat the oven.\n2. Bake for 20 minutes.\n"
+    assert split(text, step) == ["Here is how:", "1. Preheat the oven.", "2. Bake for 20 minutes."]
+
+
 def test_a_sentence_end_waits_for_the_next_character():
     splitter = SentenceSplitter()
     assert splitter.feed("The answer is 3.") == []  # could still become 3.5

@@ -113,6 +113,8 @@ class SentenceSplitter:
             return None  # "3.5", "10:30", "1,000", "e.g." mid-token, or not arrived yet
         if ch == "." and not clause and self._is_abbreviation(text, i):
             return None
+        if ch == "." and text[:i].strip().isdigit():
+            return None  # a list marker ("1. Preheat the oven"), not a sentence "1."
         return j
 
     @staticmethod

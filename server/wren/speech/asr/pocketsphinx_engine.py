@@ -88,6 +88,7 @@ class PocketsphinxStream:
         self._in_utterance = False
         self._final: str | None = None
         self._odd_byte = b""
+        self._broken = False  # a decoder that raised is dropped, never handed to the next device
         self.samples = 0
 
     def _start(self) -> pocketsphinx.Decoder:
@@ -112,7 +113,11 @@ class PocketsphinxStream:
         else:
             self._odd_byte = b""
         if data:
-            decoder.process_raw(data, False, False)
+            try:
+                decoder.process_raw(data, False, False)
+            except RuntimeError as exc:
+                self._broken = True
+                raise AsrError(f"pocketsphinx failed while decoding: {exc}") from exc
             self.samples += len(data) // 2
 
     def partial(self) -> str:
@@ -128,7 +133,11 @@ class PocketsphinxStream:
         if self._final is not None:
             return self._final
         decoder = self._start()
-        decoder.end_utt()
+        try:
+            decoder.end_utt()
+        except RuntimeError as exc:
+            self._broken = True
+            raise AsrError(f"pocketsphinx failed to end the utterance: {exc}") from exc
         self._in_utterance = False
         hyp = decoder.hyp()
         self._final = clean_transcript(hyp.hypstr) if hyp else ""
@@ -137,7 +146,7 @@ class PocketsphinxStream:
     def close(self) -> None:
         """Return the decoder to the pool (ending an abandoned utterance first). Idempotent."""
         decoder, self._decoder = self._decoder, None
-        if decoder is None:
+        if decoder is None or self._broken:
             return
         if self._in_utterance:
             try:
