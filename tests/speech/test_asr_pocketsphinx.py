@@ -147,7 +147,6 @@ def test_a_decoder_that_failed_is_dropped_not_returned_to_the_pool():
     with pytest.raises(AsrError, match="failed while decoding"):
         stream.accept(bytes(1920))
     stream.close()
-    assert (
-        engine.pool.idle == 0
-    )  # the healthy decoder it borrowed is lost with it; a new one is made on demand
+    # the decoder it borrowed is lost with it; a fresh one is made on demand
+    assert engine.pool.idle == 0
     assert "time" in recognise(engine, spoken("what time is it")).split()
