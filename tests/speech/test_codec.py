@@ -32,7 +32,7 @@ def _correlation(a: bytes, b: bytes, max_lag: int) -> float:
 
 
 @pytest.mark.parametrize("sample_rate", [16000, 24000])
-@pytest.mark.parametrize("frame_ms", [20, 40, 60])
+@pytest.mark.parametrize("frame_ms", [20, 40, 60, 120])
 def test_opus_round_trip_keeps_speech_and_frame_length(sample_rate, frame_ms):
     pcm = spoken("Turn on the kitchen light.", sample_rate)
     encoder = OpusEncoder(sample_rate, frame_ms, 24000)

@@ -16,12 +16,9 @@ from typing import Protocol
 import opuslib_next
 
 VALID_OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
-VALID_OPUS_FRAME_MS = (
-    10,
-    20,
-    40,
-    60,
-)  # 2.5/5 ms exist but devices never use them; 80+ needs libopus 1.3 repacketizing
+# Durations libopus encodes in one call (80-120 ms since libopus 1.2); 2.5 and 5 ms exist but no device
+# uses them and they are not whole milliseconds.
+VALID_OPUS_FRAME_MS = (10, 20, 40, 60, 80, 100, 120)
 # Longest packet a decoder may produce: 120 ms is the Opus maximum, whatever frame_ms the device announced.
 _MAX_PACKET_MS = 120
 
