@@ -117,6 +117,6 @@ async def test_hello_with_undecodable_uplink_is_refused_with_the_reason(server):
     async with TestDevice(server.ws_url, mcp=False) as dev:
         await dev.open()
         await dev.send_json(messages.hello_device(
-            audio_params=messages.audio_params("opus", 16000, 1, 120), features={}))
+            audio_params=messages.audio_params("opus", 16000, 1, 5), features={}))  # no 5 ms Opus
         code, reason = await dev.wait_closed(5)
     assert code == 4415 and reason.startswith("unsupported audio_params")

@@ -14,6 +14,7 @@ is not the live one, which is how an aborted turn can never leak a late frame, s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import json
@@ -98,6 +99,7 @@ class DeviceSession:
         self._current_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._runner: asyncio.Task[None] | None = None
+        self._listen_job: concurrent.futures.Future[Any] | None = None
         self._closed = False
 
     # ---- lifecycle (called by the transport) ---------------------------------------------------
@@ -133,6 +135,8 @@ class DeviceSession:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._listen_job is not None and not self._listen_job.done():
+            await asyncio.wait([asyncio.wrap_future(self._listen_job)])
         if self.capture is not None:
             try:
                 await self._in_listen_executor(self.capture.abandon)
@@ -320,7 +324,11 @@ class DeviceSession:
             await self._on_capture_event(event)
 
     async def _in_listen_executor(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.services.listen_executor, fn, *args)
+        # The capture is used by one thread at a time: remember the job so close() can wait for a job
+        # that is still running after its awaiting task was cancelled.
+        job = self.services.listen_executor.submit(fn, *args)
+        self._listen_job = job
+        return await asyncio.wrap_future(job)
 
     # ---- hello -----------------------------------------------------------------------------------
 
