@@ -31,6 +31,14 @@ async def test_abort_gets_prompt_tts_stop_and_nothing_of_that_turn_follows(serve
         after = dev.received[dev.received.index(stop) + 1:]
         assert [r for r in after if r.kind == "audio"] == []
         assert [r.msg for r in after if r.kind == "json" and r.msg.get("type") in ("tts", "llm", "stt")] == []
+        # The conversation history keeps only what was spoken before the abort, marked interrupted.
+        spoken = [r.msg["text"] for r in dev.received[:before_abort]
+                  if r.kind == "json" and r.msg.get("state") == "sentence_start"]
+        history, _ = server.call(server.server.agent.store.load(f"xiaozhi:{dev.device_id}", "builtin"))
+        assert [(h.role, h.content) for h in history[-2:]] == [("user", "what can you do"),
+                                                               ("assistant", " ".join(spoken))]
+        assert history[-1].meta.get("interrupted") is True
+        assert len(spoken) < 5, "the full answer has nine sentences"
         # The session is fine: the next question is answered normally.
         await dev.detect("what time is it")
         reply = await dev.next_reply(timeout=30)

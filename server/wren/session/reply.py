@@ -69,6 +69,7 @@ class ReplyTurn:
         self.spoken: list[str] = []  # sentences whose audio started going out
         self.frames_sent = 0
         self._emotion_sent = False
+        self._agent_turn: Any = None  # the agent's turn, once the agent was asked
         identity = getattr(session, "identity", None)
         source = "speech" if request.user_text is not None else "prompt"
         self.timing = TurnTiming(getattr(identity, "device_id", ""), source, turn_id)
@@ -103,6 +104,10 @@ class ReplyTurn:
             log.exception("%s: %s failed; closing it with tts stop", session.name, self)
         finally:
             await self._close_tts()
+            if self.cancelled and self._agent_turn is not None:
+                # Cut off while speaking (abort, barge-in) even if the text was complete: the history
+                # keeps only what the user actually heard.
+                await self._interrupt_agent()
             self.timing.finish(self.cancelled)
 
     async def _close_tts(self) -> None:
@@ -152,6 +157,7 @@ class ReplyTurn:
             metadata={"session_id": session.session_id, "client_id": session.identity.client_id},
         )
         turn = session.services.agent.begin_turn(msg, device_tools=session.device_tools())
+        self._agent_turn = turn
         splitter = SentenceSplitter()
         finished = False
         try:
@@ -166,10 +172,17 @@ class ReplyTurn:
             finished = True
         finally:
             if not finished:  # cancelled or failed: history keeps only what was really spoken
-                try:
-                    await asyncio.shield(turn.interrupt(" ".join(self.spoken)))
-                except Exception:
-                    log.exception("%s: agent interrupt failed", self)
+                await self._interrupt_agent()
+
+    async def _interrupt_agent(self) -> None:
+        if self._agent_turn is None:
+            return
+        try:
+            await asyncio.shield(self._agent_turn.interrupt(" ".join(self.spoken)))
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("%s: agent interrupt failed", self)
 
     async def _send_emotion(self, name: str) -> None:
         if await self.session.send_for(self, messages.llm(self.session.session_id, name)):
