@@ -12,19 +12,38 @@ from typing import Any
 
 from aiohttp import web
 
+from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, messages
 from wren.agent.http import add_routes as add_chat_routes
-from wren.config import Config
+from wren.config import Config, ConfigError
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
+from wren.speech.codec import CodecError, make_encoder
 from wren.transport.auth import check_auth_config
 from wren.transport.server import SESSIONS_KEY, build_web_app
 
 log = logging.getLogger(__name__)
 
 
+def check_audio_config(config: Config) -> None:
+    """Refuse to start with a downlink the server could not announce or encode (fail now, not per hello)."""
+    audio = config.audio
+    try:
+        messages.check_audio_params(
+            {"format": audio.downlink_format, "sample_rate": audio.downlink_sample_rate, "channels": 1,
+             "frame_duration": audio.downlink_frame_ms}
+        )
+        make_encoder(audio.downlink_format, audio.downlink_sample_rate, audio.downlink_frame_ms,
+                     audio.opus_bitrate)
+    except (ProtocolError, CodecError) as exc:
+        raise ConfigError(f"[audio] downlink: {exc}") from None
+    if config.server.protocol_version not in PROTOCOL_VERSIONS:
+        raise ConfigError(f"server.protocol_version must be 1, 2 or 3 (got {config.server.protocol_version})")
+
+
 class WrenServer:
     def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
         check_auth_config(config.auth)
+        check_audio_config(config)
         self.config = config
         self.speech = speech
         self.agent = agent

@@ -6,7 +6,10 @@ import asyncio
 import os
 
 import aiohttp
+import pytest
 from wren.agent.engines.base import render_empty_prompt
+from wren.app import WrenServer
+from wren.config import Config, ConfigError
 
 from shared_protocol import messages
 from tests.server.helpers import assert_complete_reply, speak, words
@@ -120,3 +123,21 @@ async def test_hello_with_undecodable_uplink_is_refused_with_the_reason(server):
             audio_params=messages.audio_params("opus", 16000, 1, 5), features={}))  # no 5 ms Opus
         code, reason = await dev.wait_closed(5)
     assert code == 4415 and reason.startswith("unsupported audio_params")
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        ("audio", {"downlink_sample_rate": 44100}, "[audio] downlink"),
+        ("audio", {"downlink_format": "mp3"}, "[audio] downlink"),
+        ("server", {"protocol_version": 4}, "protocol_version"),
+        ("auth", {"mode": "token"}, "auth.secret"),
+    ],
+)
+def test_server_refuses_to_start_with_an_unusable_config(section, values, message):
+    config = Config()
+    for key, value in values.items():
+        setattr(getattr(config, section), key, value)
+    with pytest.raises(ConfigError) as excinfo:
+        WrenServer(config, speech=object(), agent=object())
+    assert message in str(excinfo.value)
