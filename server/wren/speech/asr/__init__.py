@@ -2,7 +2,9 @@
 
 Usage per utterance (all calls blocking CPU work; the server runs them in its executor):
 
-    stream = engine.open_stream()     # a warm recogniser from the pool
+    stream = engine.open_stream(speaker=device_id)
+                                      # a warm recogniser from the pool; `speaker` (optional) lets it start
+                                      # from that device's channel adaptation (pocketsphinx CMN)
     stream.accept(pcm16k)             # as audio arrives; decoding happens here, while the user speaks
     stream.partial()                  # best guess so far
     text = stream.finish()            # end of utterance: final lowercase words, noise tokens removed
@@ -37,7 +39,7 @@ class AsrEngine(Protocol):
     name: str
     sample_rate: int
 
-    def open_stream(self) -> AsrStream: ...
+    def open_stream(self, speaker: str | None = None) -> AsrStream: ...
 
 
 def load_asr(config: AsrConfig) -> AsrEngine:

@@ -5,16 +5,23 @@ updates as it hears speech and carries across utterances of the same Decoder. A 
 model's `cmninit` (40,3,-1), far from real speech, so its first utterance decoded differently from later ones
 (e.g. "what can you do" → "what he needed" on a fresh decoder, correct once warmed). And because pooled
 decoders serve every device in turn, carrying one device's mean into another device's utterance is wrong too.
-So every stream starts from the same speech prior, `BUNDLED_MODEL_CMN_PRIOR`: the mean the bundled model
-converges to on ordinary speech at normal level (measured with piper speech; see tests/speech). Within the
-utterance pocketsphinx still adapts the mean live. Result: the first utterance of a fresh engine decodes like
-any other, and levels from 5 % to 50 % of full scale decode the same (checked in tests).
+So a stream starts from one of two means, never from another device's:
+- the mean this *speaker* (the session passes its device id) ended its previous utterance with, because a
+  device's microphone, room and noise floor stay the same between turns, and adapting to them matters: with
+  white noise at 20 dB SNR, word errors fell from 80 % (always starting from the prior) to 36 % once the
+  mean had adapted to that device;
+- otherwise (a device's first turn) `BUNDLED_MODEL_CMN_PRIOR`: the mean the bundled model converges to on
+  ordinary speech at normal level (measured with piper speech). The first utterance of a fresh engine then
+  decodes like any other, and levels from 5 % to 50 % of full scale decode the same (checked in tests).
+Within the utterance pocketsphinx still adapts the mean live.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import pocketsphinx
@@ -24,6 +31,9 @@ from wren.speech.asr.pool import RecogniserPool
 from wren.speech.asr.text import clean_transcript
 
 log = logging.getLogger(__name__)
+
+MAX_REMEMBERED_SPEAKERS = 4096  # ≈200 bytes each; least recently heard speakers are forgotten first
+MIN_ADAPT_SAMPLES = 16000 * 3 // 10  # an utterance shorter than 0.3 s says too little about the channel
 
 # The bundled en-US model's cepstral mean after warm-up on several ordinary sentences (13 coefficients).
 BUNDLED_MODEL_CMN_PRIOR = (
@@ -61,6 +71,8 @@ class PocketsphinxEngine:
         else:
             self.cmn_prior = BUNDLED_MODEL_CMN_PRIOR
         self._options.update(decoder_options)
+        self._speaker_cmn: OrderedDict[str, str] = OrderedDict()
+        self._speakers_lock = threading.Lock()
         started = time.perf_counter()
         try:
             self._pool: RecogniserPool[pocketsphinx.Decoder] = RecogniserPool(self._new_decoder, pool_size)
@@ -75,16 +87,42 @@ class PocketsphinxEngine:
     def pool(self) -> RecogniserPool[pocketsphinx.Decoder]:
         return self._pool
 
-    def open_stream(self) -> PocketsphinxStream:
-        return PocketsphinxStream(self, self._pool.acquire())
+    def open_stream(self, speaker: str | None = None) -> PocketsphinxStream:
+        """A stream on a warm decoder. `speaker` (e.g. the device id) lets the stream start from the cepstral
+        mean that speaker's previous utterance ended with (see the module docstring)."""
+        return PocketsphinxStream(self, self._pool.acquire(), speaker)
+
+    def initial_cmn(self, speaker: str | None) -> str | None:
+        """The cepstral mean a new stream for `speaker` starts from (None: the model's own cmninit)."""
+        if speaker is not None:
+            with self._speakers_lock:
+                cmn = self._speaker_cmn.get(speaker)
+                if cmn is not None:
+                    self._speaker_cmn.move_to_end(speaker)
+                    return cmn
+        return self.cmn_prior
+
+    def remember_cmn(self, speaker: str, cmn: str) -> None:
+        with self._speakers_lock:
+            self._speaker_cmn[speaker] = cmn
+            self._speaker_cmn.move_to_end(speaker)
+            while len(self._speaker_cmn) > MAX_REMEMBERED_SPEAKERS:
+                self._speaker_cmn.popitem(last=False)
+
+    def forget_speaker(self, speaker: str) -> None:
+        with self._speakers_lock:
+            self._speaker_cmn.pop(speaker, None)
 
 
 class PocketsphinxStream:
     """One utterance on a borrowed decoder. Not thread-safe: one thread at a time."""
 
-    def __init__(self, engine: PocketsphinxEngine, decoder: pocketsphinx.Decoder) -> None:
+    def __init__(
+        self, engine: PocketsphinxEngine, decoder: pocketsphinx.Decoder, speaker: str | None = None
+    ) -> None:
         self._engine = engine
         self._decoder: pocketsphinx.Decoder | None = decoder
+        self.speaker = speaker
         self._in_utterance = False
         self._final: str | None = None
         self._odd_byte = b""
@@ -96,8 +134,9 @@ class PocketsphinxStream:
         if decoder is None:
             raise AsrError("ASR stream used after close()")
         if not self._in_utterance:
-            if self._engine.cmn_prior:
-                decoder.set_cmn(self._engine.cmn_prior)
+            initial = self._engine.initial_cmn(self.speaker)
+            if initial:
+                decoder.set_cmn(initial)
             decoder.start_utt()
             self._in_utterance = True
         return decoder
@@ -141,6 +180,8 @@ class PocketsphinxStream:
         self._in_utterance = False
         hyp = decoder.hyp()
         self._final = clean_transcript(hyp.hypstr) if hyp else ""
+        if self.speaker is not None and self.samples >= MIN_ADAPT_SAMPLES:
+            self._engine.remember_cmn(self.speaker, decoder.get_cmn(False))
         return self._final
 
     def close(self) -> None:

@@ -47,7 +47,8 @@ class VoskEngine:
     def pool(self) -> RecogniserPool[object]:
         return self._pool
 
-    def open_stream(self) -> VoskStream:
+    def open_stream(self, speaker: str | None = None) -> VoskStream:
+        """`speaker` is accepted for interface parity; Kaldi's online CMVN restarts per utterance."""
         return VoskStream(self, self._pool.acquire())
 
 
