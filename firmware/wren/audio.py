@@ -43,28 +43,34 @@ class Uplink:
 class Downlink:
     # received frame -> codec -> volume gain -> jitter ring -> fixed 20 ms chunks for the speaker.
     # The ring is bounded: audio beyond it is dropped, like the official firmware's 40-packet queue.
-    def __init__(self, codec, version, ring_ms=1500):
+    # Everything is allocated here, at boot, for the highest rate expected (the server's hello comes later
+    # and a 48 KB allocation on a fragmented heap may no longer succeed then).
+    def __init__(self, codec, version, max_rate=16000, ring_ms=1200):
         import micropython
 
         self.codec = codec
         self.version = version
         self.hs = framing.header_size(version)
-        self.ring_ms = ring_ms
-        self._RingIO = getattr(micropython, "RingIO", None)
-        self.ring = None
+        self.ring = micropython.RingIO(max_rate * 2 * ring_ms // 1000 + 1)
+        self._chunk_buf = bytearray(max_rate * 2 * _CHUNK_MS // 1000)
+        self._chunk_mv = memoryview(self._chunk_buf)
+        self.max_rate = max_rate
         self.rate = 0
+        self.chunk = None
         self.gain = 4096
         self.dropped = 0
         self.received = 0
 
     def configure(self, rate, frame_ms):
-        if rate == self.rate:
-            return
-        self.rate = rate
-        self.codec.reset_decoder(rate, frame_ms)
-        self.ring = self._RingIO(rate * 2 * self.ring_ms // 1000 + 1)
-        self.chunk = bytearray(rate * 2 * _CHUNK_MS // 1000)
-        self.chunk_mv = memoryview(self.chunk)
+        # -> True when the speaker can follow this rate with the buffers made at boot.
+        if rate > self.max_rate:
+            return False
+        if rate != self.rate:
+            self.rate = rate
+            self.codec.reset_decoder(rate, frame_ms)
+            n = rate * 2 * _CHUNK_MS // 1000
+            self.chunk = self._chunk_buf if n == len(self._chunk_buf) else self._chunk_mv[:n]
+        return True
 
     def set_volume(self, volume):
         self.gain = dsp.volume_to_gain(volume)
@@ -84,16 +90,15 @@ class Downlink:
             self.dropped += 1
 
     def pending(self):
-        return self.ring.any() if self.ring else 0
+        return self.ring.any()
 
     def next_chunk(self):
         # Fills the fixed chunk (zero-padding the tail of the last one) -> bytes of real audio in it.
         n = self.ring.readinto(self.chunk)
         if n < len(self.chunk):
-            dsp.fill_zero(self.chunk, n, len(self.chunk))
+            dsp.fill_zero(self._chunk_buf, n, len(self.chunk))
         return n
 
     def flush(self):
-        if self.ring:
-            while self.ring.readinto(self.chunk):
-                pass
+        while self.ring.readinto(self._chunk_buf):
+            pass

@@ -1,6 +1,6 @@
 # config.json (what the maker writes) and state.json (what the device learns: Client-Id, OTA results).
-# On the board both live at the filesystem root; the simulation points at files with WREN_CONFIG and
-# WREN_STATE (os.getenv exists on the unix port, not on the ESP32).
+# On the board both live at the filesystem root; the simulation points at files with WREN_SIM_CONFIG and
+# WREN_SIM_STATE (os.getenv exists on the unix port, not on the ESP32).
 import json
 import os
 
@@ -28,11 +28,11 @@ def _env(name, default):
 
 
 def config_path():
-    return _env("WREN_CONFIG", "/config.json")
+    return _env("WREN_SIM_CONFIG", "/config.json")
 
 
 def state_path():
-    return _env("WREN_STATE", "/state.json")
+    return _env("WREN_SIM_STATE", "/state.json")
 
 
 def _read_json(path):

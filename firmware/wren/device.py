@@ -60,9 +60,11 @@ class Device:
         self.mode = cfg["listen_mode"]
         self.state = IDLE
         self.codec = make_codec(cfg.get("opus", True))
-        self.ws = WebSocket(max_message=cfg.get("max_message", 16384))
+        # Buffers first, while the heap is still in one piece (notes §4.4).
+        self.ws = WebSocket(max_message=cfg.get("max_message", 8192))
         self.uplink = Uplink(self.codec, version)
-        self.downlink = Downlink(self.codec, version)
+        self.downlink = Downlink(self.codec, version, cfg.get("max_downlink_rate", 16000),
+                                 cfg.get("downlink_buffer_ms", 1200))
         self.volume = cfg.get("volume", 70)
         self.downlink.set_volume(self.volume)
         self.session_id = ""
@@ -238,10 +240,15 @@ class Device:
             while True:
                 op, data = await self.ws.recv()
                 self.last_rx = time.ticks_ms()
-                if op == 2:
-                    self._on_audio(data)
-                else:
-                    await self._on_text(data)
+                try:
+                    if op == 2:
+                        self._on_audio(data)
+                    else:
+                        await self._on_text(data)
+                except WsClosed:
+                    raise
+                except Exception as e:  # one bad frame (or a MemoryError) must not end the session
+                    log("recv", "error handling a frame:", repr(e))
         except WsClosed as e:
             log("channel", "closed by the server: %d %s" % (e.code, e.reason))
             self._receiver = None
@@ -291,7 +298,9 @@ class Device:
         if isinstance(msg.get("session_id"), str):
             self.session_id = msg["session_id"]
         rate, frame_ms = messages.downlink_audio(msg)
-        self.downlink.configure(rate, frame_ms)
+        if not self.downlink.configure(rate, frame_ms):
+            log("recv", "hello ignored: downlink %d Hz > max_downlink_rate" % rate)
+            return
         spk = self.board.speaker(rate)
         if self._spk_writer is None or self._spk_writer.s is not spk:
             self._spk_writer = asyncio.StreamWriter(spk, {})

@@ -106,6 +106,8 @@ class McpServer:
         params = payload.get("params")
         if method.startswith("notifications"):
             return None
+        log("mcp", method, "id", msg_id, (params or {}).get("cursor") or "" if method == "tools/list" else
+            (params or {}).get("name") or "")
         try:
             if method == "initialize":
                 return jsonrpc.result(msg_id, self._initialize(params))

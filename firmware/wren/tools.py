@@ -41,7 +41,7 @@ def register(mcp, device):
         # Test builds only: filler tools big enough that tools/list needs several 8 KB pages.
         mcp.add_tool(
             "self.test.filler_%02d" % i,
-            "Filler tool %d registered by a test build to exercise tools/list paging. " % i + "x" * 600,
+            "Filler tool %d registered by a test build to exercise tools/list paging. " % i + "x" * 400,
             [Prop("value", "integer", default=0, minimum=0, maximum=1000)],
             _echo,
         )

@@ -148,7 +148,7 @@ class WebSocket:
         await self._send(OP_BINARY, buf, n)
 
     async def _send(self, opcode, payload, n):
-        if not self.open:
+        if not self.open or self._w is None:
             raise WsClosed(self.close_code or CLOSE_ABNORMAL, "not open")
         await self._lock.acquire()
         try:
@@ -203,6 +203,8 @@ class WebSocket:
         return v
 
     async def _fill(self, mv):
+        if self._r is None:
+            raise WsClosed(self.close_code or CLOSE_ABNORMAL, "not open")
         n = len(mv)
         got = await self._r.readinto(mv)
         while got and got < n:
@@ -331,6 +333,7 @@ class WebSocket:
             await self.recv()
 
     async def _abort(self):
+        self.open = False
         w = self._w
         self._w = self._r = None
         if w is not None:

@@ -118,7 +118,10 @@ def write_config(directory: Path, **values: object) -> dict[str, str]:
     """config.json for a simulated device in `directory`; returns the env that points the firmware at it."""
     cfg = {"wifi": [{"ssid": "sim", "password": ""}], "listen_mode": "auto", **values}
     (directory / "config.json").write_text(json.dumps(cfg))
-    return {"WREN_CONFIG": str(directory / "config.json"), "WREN_STATE": str(directory / "state.json")}
+    return {
+        "WREN_SIM_CONFIG": str(directory / "config.json"),
+        "WREN_SIM_STATE": str(directory / "state.json"),
+    }
 
 
 @pytest.fixture

@@ -27,9 +27,9 @@ async def device(
     directory: Path, port: int, button: str, turns: int = 1, mic: Path | None = None, **cfg: Any
 ) -> AsyncIterator[MpyProcess]:
     env = write_config(directory, server_url=f"ws://127.0.0.1:{port}/xiaozhi/v1/", token="tok", **cfg)
-    env.update(WREN_BUTTON=button, WREN_SIM_TURNS=str(turns), WREN_OUT=str(directory / "out.wav"))
+    env.update(WREN_SIM_BUTTON=button, WREN_SIM_TURNS=str(turns), WREN_SIM_OUT=str(directory / "out.wav"))
     if mic:
-        env["WREN_MIC"] = str(mic)
+        env["WREN_SIM_MIC"] = str(mic)
     async with micropython(str(FIRMWARE / "main.py"), env=env, cwd=directory) as mp:
         yield mp
 

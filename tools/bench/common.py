@@ -206,14 +206,18 @@ class ServerProcess:
         self.log_path = tmp / "server.log"
         env = {**os.environ, "WREN_SERVER_DATA_DIR": str(tmp / "data"), **self.env_overrides}
         env.pop("WREN_CONFIG", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO / "server"), str(REPO),
-                                                         env.get("PYTHONPATH", "")] if p)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in [str(REPO / "server"), str(REPO), env.get("PYTHONPATH", "")] if p
+        )
         stdout_path = tmp / "stdout.txt"
         self._stdout = open(stdout_path, "w")  # noqa: SIM115 - lives as long as the server
         self._log = open(self.log_path, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "wren.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--log-level", "INFO"],
-            cwd=str(tmp), env=env, stdout=self._stdout, stderr=self._log,
+            cwd=str(tmp),
+            env=env,
+            stdout=self._stdout,
+            stderr=self._log,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -286,6 +290,11 @@ class ServerProcess:
         for f in (getattr(self, "_stdout", None), getattr(self, "_log", None)):
             if f is not None:
                 f.close()
+        keep = os.environ.get("WREN_BENCH_LOG_DIR")  # keep server logs for a post-mortem
+        if keep and self.log_path and self.log_path.exists():
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            target = Path(keep) / f"server-{self.port}.log"
+            target.write_bytes(self.log_path.read_bytes())
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -317,8 +326,13 @@ def machine() -> dict[str, Any]:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         mem = 0
-    return {"cores": os.cpu_count(), "cpu": model or platform.processor(), "memory_gb": round(mem / 2**30, 1),
-            "python": platform.python_version(), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "cores": os.cpu_count(),
+        "cpu": model or platform.processor(),
+        "memory_gb": round(mem / 2**30, 1),
+        "python": platform.python_version(),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def write_json(path: str | None, data: dict) -> None:

@@ -47,8 +47,13 @@ TURN_TIMEOUT = 40.0
 
 def _is_json(kind: str, state: str | None = None):  # type: ignore[no-untyped-def]
     def match(r: Any) -> bool:
-        return (r.kind == "json" and r.msg is not None and r.msg.get("type") == kind
-                and (state is None or r.msg.get("state") == state))
+        return (
+            r.kind == "json"
+            and r.msg is not None
+            and r.msg.get("type") == kind
+            and (state is None or r.msg.get("state") == state)
+        )
+
     return match
 
 
@@ -66,6 +71,7 @@ async def _one_turn(dev: Any, utt: Utterance, mode: str, noise: list[bytes], lea
         end_of_speech = sent[-1]
         await dev.listen_stop()
     else:
+
         def timeline():  # type: ignore[no-untyped-def]
             yield from utt.packets
             seen = since
@@ -75,14 +81,20 @@ async def _one_turn(dev: Any, utt: Utterance, mode: str, noise: list[bytes], lea
                         return
                     seen += 1
                 yield noise[k % len(noise)]
+
         await dev.stream_packets(timeline(), sent_times=sent)
         end_of_speech = sent[utt.speech_end]
     result: dict[str, Any] = {"text": utt.text, "mode": mode, "end_of_speech": end_of_speech}
     try:
         stt = await dev.wait_for(_is_json("stt"), TURN_TIMEOUT, since)
         first = await dev.wait_for(_is_audio, TURN_TIMEOUT, since)
-        result.update(stt_at=stt.t, stt=stt.msg.get("text"), first_audio_at=first.t,
-                      to_stt_ms=ms(stt.t - end_of_speech), to_first_audio_ms=ms(first.t - end_of_speech))
+        result.update(
+            stt_at=stt.t,
+            stt=stt.msg.get("text"),
+            first_audio_at=first.t,
+            to_stt_ms=ms(stt.t - end_of_speech),
+            to_first_audio_ms=ms(first.t - end_of_speech),
+        )
         await dev.abort("bench: next sentence")
         await dev.wait_for(_is_json("tts", "stop"), TURN_TIMEOUT, since)
     except (TimeoutError, ConnectionError) as exc:
@@ -114,13 +126,17 @@ def _aggregate(turns: list[dict]) -> dict:
         "answered": len(ok),
         "to_first_audio_ms": summary([t["to_first_audio_ms"] for t in ok]),
         "to_stt_ms": summary([t["to_stt_ms"] for t in ok]),
-        "recognised_exactly": sum(1 for t in ok if (t.get("stt") or "").lower().strip(" .?!")
-                                  == t["text"].lower()),
+        "recognised_exactly": sum(
+            1 for t in ok if (t.get("stt") or "").lower().strip(" .?!") == t["text"].lower()
+        ),
     }
-    split = {k: summary([t["server_ms"][k] for t in ok if t.get("server_ms", {}).get(k) is not None])
-             for k in SPLIT_KEYS}
-    split["end_of_speech_to_input_end"] = summary([t["end_of_speech_to_input_end_ms"] for t in ok
-                                                   if "end_of_speech_to_input_end_ms" in t])
+    split = {
+        k: summary([t["server_ms"][k] for t in ok if t.get("server_ms", {}).get(k) is not None])
+        for k in SPLIT_KEYS
+    }
+    split["end_of_speech_to_input_end"] = summary(
+        [t["end_of_speech_to_input_end_ms"] for t in ok if "end_of_speech_to_input_end_ms" in t]
+    )
     split["delivery"] = summary([t["delivery_ms"] for t in ok if "delivery_ms" in t])
     out["split_ms"] = split
     return out
@@ -150,9 +166,11 @@ async def single_device(server: ServerProcess, mode: str, count: int, run: int =
         s = result["to_first_audio_ms"]
         result["to_first_audio_minus_silence_ms"] = {
             k: (None if s[k] is None or k == "n" else round(s[k] - result["silence_window_ms"], 1))
-            for k in ("p50", "p95", "max")}
-    result["detail"] = [{k: v for k, v in t.items() if not k.endswith("_at") and k != "end_of_speech"}
-                        for t in turns]
+            for k in ("p50", "p95", "max")
+        }
+    result["detail"] = [
+        {k: v for k, v in t.items() if not k.endswith("_at") and k != "end_of_speech"} for t in turns
+    ]
     return result
 
 
@@ -171,9 +189,12 @@ async def simultaneous(server: ServerProcess, k: int, rounds: int, run: int = 2)
         for r in range(rounds):
             chosen = [utts[(r * k + i) % len(utts)] for i in range(k)]
             longest = max(len(u.packets) for u in chosen)
-            results = await asyncio.gather(*(
-                _one_turn(d, u, "manual", noise, lead=longest - len(u.packets))
-                for d, u in zip(devices, chosen, strict=True)))
+            results = await asyncio.gather(
+                *(
+                    _one_turn(d, u, "manual", noise, lead=longest - len(u.packets))
+                    for d, u in zip(devices, chosen, strict=True)
+                )
+            )
             for i, res in enumerate(results):
                 turns[i].append(res)
             await asyncio.sleep(0.5)
@@ -205,15 +226,19 @@ def print_table(res: dict) -> None:
     for mode in ("manual", "auto"):
         r = res[mode]
         a, s = r["to_first_audio_ms"], r["to_stt_ms"]
-        print(f"{mode:7s} end of speech → first audio p50 {fmt(a['p50'])} / p95 {fmt(a['p95'])} / max "
-              f"{fmt(a['max'])} ms; → stt p50 {fmt(s['p50'])} / p95 {fmt(s['p95'])} ms "
-              f"({r['answered']}/{r['turns']} answered)")
+        print(
+            f"{mode:7s} end of speech → first audio p50 {fmt(a['p50'])} / p95 {fmt(a['p95'])} / max "
+            f"{fmt(a['max'])} ms; → stt p50 {fmt(s['p50'])} / p95 {fmt(s['p95'])} ms "
+            f"({r['answered']}/{r['turns']} answered)"
+        )
         split = r["split_ms"]
         print("        split p50 (ms): " + ", ".join(f"{k} {fmt(v['p50'])}" for k, v in split.items()))
     for r in res["simultaneous"]:
         a = r["to_first_audio_ms"]
-        print(f"K={r['k']:<3d} simultaneous turns: first audio p50 {fmt(a['p50'])} / p95 {fmt(a['p95'])} ms "
-              f"({r['answered']}/{r['turns']} answered)")
+        print(
+            f"K={r['k']:<3d} simultaneous turns: first audio p50 {fmt(a['p50'])} / p95 {fmt(a['p95'])} ms "
+            f"({r['answered']}/{r['turns']} answered)"
+        )
 
 
 def main() -> int:

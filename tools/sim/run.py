@@ -43,11 +43,11 @@ def build_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
     return {
         **os.environ,
         "MICROPYPATH": f"{FIRMWARE}:{FIRMWARE / 'hal' / 'host'}:{REPO}:.frozen",
-        "WREN_CONFIG": str(workdir / "config.json"),
-        "WREN_STATE": str(workdir / "state.json"),
-        "WREN_MIC": str(Path(args.mic).resolve()),
-        "WREN_OUT": str(Path(args.out).resolve()),
-        "WREN_BUTTON": button,
+        "WREN_SIM_CONFIG": str(workdir / "config.json"),
+        "WREN_SIM_STATE": str(workdir / "state.json"),
+        "WREN_SIM_MIC": str(Path(args.mic).resolve()),
+        "WREN_SIM_OUT": str(Path(args.out).resolve()),
+        "WREN_SIM_BUTTON": button,
         "WREN_SIM_TURNS": str(args.turns),
     }
 

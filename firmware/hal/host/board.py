@@ -1,9 +1,9 @@
 # The simulated board: WAV-file mic in real time, WAV-file speaker, scripted or stdin button, LED to the
 # log, loopback Wi-Fi. Settings come from the environment (set by `make sim` / the tests) or the
 # "sim" object in config.json:
-#   WREN_MIC=path.wav        16 kHz 16-bit mono, played while the device listens
-#   WREN_OUT=reply.wav       what the speaker plays
-#   WREN_BUTTON=press@0.5,release@eof,press@9   times in s since boot; "eof" = 0.3 s after the mic WAV
+#   WREN_SIM_MIC=path.wav        16 kHz 16-bit mono, played while the device listens
+#   WREN_SIM_OUT=reply.wav       what the speaker plays
+#   WREN_SIM_BUTTON=press@0.5,release@eof,press@9   times in s since boot; "eof" = 0.3 s after the mic WAV
 #                            ran out; "stdin" reads lines p (press), r (release), c (click)
 #   WREN_SIM_TURNS=1         exit after this many finished turns (0 = run until killed)
 import asyncio
@@ -93,10 +93,10 @@ class HostBoard:
 
     def __init__(self, cfg):
         self.t0 = time.ticks_ms()
-        self.mic = FakeMic(_setting(cfg, "WREN_MIC", "mic", None))
-        self._out = _setting(cfg, "WREN_OUT", "out", None)
+        self.mic = FakeMic(_setting(cfg, "WREN_SIM_MIC", "mic", None))
+        self._out = _setting(cfg, "WREN_SIM_OUT", "out", None)
         self._spk = None
-        self.button = Button(_setting(cfg, "WREN_BUTTON", "button", ""), self)
+        self.button = Button(_setting(cfg, "WREN_SIM_BUTTON", "button", ""), self)
         self.led = Led()
         self.turns_wanted = int(_setting(cfg, "WREN_SIM_TURNS", "turns", "0"))
         self.turns = 0

@@ -1,0 +1,368 @@
+"""Concurrency: N devices listening (auto mode) and streaming room noise at real-time pace, each saying one
+piper-spoken utterance in a staggered 30 s cycle; does uplink processing keep up, does every utterance
+get its answer?
+
+Load generation stays cheap so it measures the server, not itself: every frame is Opus-encoded once in
+the parent (noise loop + utterances), workers only send bytes and never decode reply audio, and for
+N > 50 the devices are split over two worker processes (`--worker`). Each device is a
+tests/support/device.py TestDevice: hello, device MCP, `listen start` (auto), then
+`stream_packets` over a timeline of noise → utterance → noise; while the server speaks, the device does
+not upload (as a stock device without AEC), and after `tts stop` it sends `listen start` again.
+
+Uplink lag (server side, per frame, from the `wren-timing uplink` records): the time at which the
+server finished processing a frame (decode + resample + VAD + ASR accept) minus the frame's slot on the
+real-time schedule of its stream (anchored at the earliest arrival; see wren/session/timing.py). It
+includes socket/event-loop backlog, inbox queueing, executor wait and the work itself. The client's own
+send lag (actual send time minus the frame's slot) is reported too, to show the load generator kept up.
+
+The bench server runs with `WREN_VAD_NO_SPEECH_TIMEOUT_S=120`: with the default 8 s, three silent
+auto-mode windows in a row make the session give up and close (the rule of three), which is the right
+product behaviour but would end a device that is quiet for 25 s of its 30 s cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pickle
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tools.bench.common import (
+    FRAME_MS,
+    PYTHON,
+    SENTENCES,
+    ServerProcess,
+    device_id,
+    fmt,
+    hist_percentile,
+    merge_hists,
+    ms,
+    noise_packets,
+    percentile,
+    summary,
+    utterances,
+    write_json,
+)
+
+SERVER_ENV = {"WREN_VAD_NO_SPEECH_TIMEOUT_S": "120"}
+REPLY_ALLOWANCE_S = 8.0  # after the last utterance: silence window + ASR + reply playback
+HARD_EXTRA_S = 15.0  # a device still waiting for its reply gives up this long after the window
+
+
+# ---- worker process --------------------------------------------------------------------------------
+
+
+def _match(kind: str, state: str | None = None):  # type: ignore[no-untyped-def]
+    def check(r: Any) -> bool:
+        return (
+            r.kind == "json"
+            and r.msg is not None
+            and r.msg.get("type") == kind
+            and (state is None or r.msg.get("state") == state)
+        )
+
+    return check
+
+
+async def _device(
+    spec: dict, dev_spec: dict, utts: list, noise: list[bytes], connect_gate: asyncio.Semaphore, out: dict
+) -> None:
+    from tests.support.device import TestDevice
+
+    dev = TestDevice(spec["url"], dev_spec["id"])
+    utt = utts[dev_spec["sentence"]]
+    rec: dict[str, Any] = {"id": dev_spec["id"], "text": utt.text, "lags": []}
+    out[dev_spec["id"]] = rec
+    try:
+        async with connect_gate:
+            await dev.connect(timeout=30)
+            await dev.listen_start("auto")
+        rec["connected"] = True
+        # Start on the shared clock, each device at its own phase within the 60 ms frame.
+        delay = spec["t0"] + dev_spec["phase"] - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        start = time.monotonic()
+        speaking = False
+        reply_done = asyncio.Event()
+        sent: list[float] = []
+
+        async def follow_reply() -> None:
+            nonlocal speaking
+            since = 0
+            stt = await dev.wait_for(_match("stt"), spec["hard_end"] - time.monotonic() + 1, since)
+            rec["stt_at"], rec["stt"] = stt.t, stt.msg.get("text")
+            tts_start = await dev.wait_for(_match("tts", "start"), 30, since)
+            speaking = True
+            rec["tts_start_at"] = tts_start.t
+            first = await dev.wait_for(lambda r: r.kind == "audio", 30, since)
+            rec["first_audio_at"] = first.t
+            stop = await dev.wait_for(_match("tts", "stop"), 60, since)
+            rec["tts_stop_at"] = stop.t
+            rec["reply_frames"] = sum(1 for r in dev.received if r.kind == "audio")
+            await dev.listen_start("auto")
+            speaking = False
+            reply_done.set()
+
+        follower = asyncio.create_task(follow_reply())
+        utt_slot = max(0, round(dev_spec["offset"] * 1000 / FRAME_MS))
+
+        def timeline():  # type: ignore[no-untyped-def]
+            slot = 0
+            noise_at = dev_spec["noise_start"]
+            while True:
+                now = time.monotonic()
+                if now >= spec["hard_end"] or (
+                    now >= spec["window_end"] and (reply_done.is_set() or slot < utt_slot)
+                ):
+                    return
+                if speaking:
+                    yield None
+                elif utt_slot <= slot < utt_slot + len(utt.packets):
+                    i = slot - utt_slot
+                    if i == 0:
+                        rec["utterance_start_slot"] = slot
+                    yield utt.packets[i]
+                    if i == utt.speech_end:
+                        rec["end_of_speech"] = sent[-1]  # resumed right after that packet was sent
+                else:
+                    yield noise[noise_at % len(noise)]
+                    noise_at += 1
+                slot += 1
+
+        rec["frames_sent"] = await dev.stream_packets(timeline(), sent_times=sent, lags=rec["lags"])
+        rec["stream_s"] = time.monotonic() - start
+        if not follower.done():
+            follower.cancel()
+        try:
+            await follower
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                rec["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    except Exception as exc:
+        rec["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        await dev.close()
+
+
+async def _worker_main(spec: dict) -> dict:
+    with open(spec["packets_file"], "rb") as f:
+        utts, noise = pickle.load(f)
+    out: dict[str, dict] = {}
+    gate = asyncio.Semaphore(16)
+    await asyncio.gather(*(_device(spec, d, utts, noise, gate, out) for d in spec["devices"]))
+    lags = [lag for rec in out.values() for lag in rec.pop("lags")]
+    return {
+        "devices": list(out.values()),
+        "send_lag_ms": {
+            "p50": ms(percentile(lags, 50)),
+            "p99": ms(percentile(lags, 99)),
+            "max": ms(max(lags) if lags else None),
+            "frames": len(lags),
+        },
+    }
+
+
+def worker(spec_path: str, result_path: str) -> int:
+    import psutil
+
+    spec = json.loads(Path(spec_path).read_text())
+    me = psutil.Process()
+    cpu0 = sum(me.cpu_times()[:2])
+    result = asyncio.run(_worker_main(spec))
+    result["cpu_s"] = sum(me.cpu_times()[:2]) - cpu0
+    Path(result_path).write_text(json.dumps(result))
+    return 0
+
+
+# ---- parent --------------------------------------------------------------------------------------
+
+
+def run_n(server: ServerProcess, n: int, speak_span_s: float, run_id: int, packets_file: str) -> dict:
+    import psutil
+
+    rng = random.Random(run_id)
+    workers = 1 if n <= 50 else 2
+    connect_s = 2.0 + n * 0.04
+    t0 = time.monotonic() + connect_s
+    longest = 4.0
+    window_end = t0 + 1.0 + speak_span_s + longest + REPLY_ALLOWANCE_S
+    devices = [
+        {
+            "id": device_id(run_id, i),
+            "sentence": i % len(SENTENCES),
+            "offset": 1.0 + (i + rng.random()) * speak_span_s / n,
+            "phase": rng.random() * FRAME_MS / 1000,
+            "noise_start": rng.randrange(1000),
+        }
+        for i in range(n)
+    ]
+    log_offset = server.log_size()
+    tmp = Path(tempfile.mkdtemp(prefix="wren-bench-load-"))
+    procs = []
+    for w in range(workers):
+        spec = {
+            "url": server.ws_url,
+            "t0": t0,
+            "window_end": window_end,
+            "hard_end": window_end + HARD_EXTRA_S,
+            "packets_file": packets_file,
+            "devices": devices[w::workers],
+        }
+        (tmp / f"spec{w}.json").write_text(json.dumps(spec))
+        procs.append(
+            subprocess.Popen(
+                [PYTHON, __file__, "--worker", str(tmp / f"spec{w}.json"), str(tmp / f"result{w}.json")]
+            )
+        )
+    server_proc = psutil.Process(server.pid)
+    rss_peak = server.rss_bytes()
+    cpu_start = cpu_end = None
+    while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        if cpu_start is None and now >= t0:
+            cpu_start = (now, sum(server_proc.cpu_times()[:2]))
+        if cpu_start is not None and cpu_end is None and now >= window_end:
+            cpu_end = (now, sum(server_proc.cpu_times()[:2]))
+        rss_peak = max(rss_peak, server.rss_bytes())
+        time.sleep(0.25)
+    if cpu_end is None:
+        cpu_end = (time.monotonic(), sum(server_proc.cpu_times()[:2]))
+    results = []
+    for w, p in enumerate(procs):
+        path = tmp / f"result{w}.json"
+        results.append(json.loads(path.read_text()) if p.returncode == 0 and path.exists() else None)
+    ids = {d["id"] for d in devices}
+    uplink: list[dict] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        uplink = [r for r in server.timing_records("uplink", log_offset) if r.get("device") in ids]
+        if len(uplink) >= n:
+            break
+        time.sleep(0.5)
+    return _aggregate(n, workers, results, uplink, server, log_offset, rss_peak, cpu_start, cpu_end)
+
+
+def _aggregate(
+    n: int,
+    workers: int,
+    results: list,
+    uplink: list[dict],
+    server: ServerProcess,
+    log_offset: int,
+    rss_peak: int,
+    cpu_start: Any,
+    cpu_end: Any,
+) -> dict:
+    devs = [d for r in results if r for d in r["devices"]]
+    spoke = [d for d in devs if "end_of_speech" in d]
+    answered = [d for d in spoke if "tts_stop_at" in d and d.get("reply_frames", 0) > 0]
+    lag_hist = merge_hists([r["lag_hist"] for r in uplink])
+    proc_hist = merge_hists([r["proc_hist"] for r in uplink])
+    out: dict[str, Any] = {
+        "n": n,
+        "client_processes": workers,
+        "worker_failures": sum(1 for r in results if r is None),
+        "connected": sum(1 for d in devs if d.get("connected")),
+        "utterances": len(spoke),
+        "answered": len(answered),
+        "errors": sorted({d["error"] for d in devs if "error" in d})[:5],
+        "uplink_lag_ms": {
+            "p50": hist_percentile(lag_hist, 50),
+            "p99": hist_percentile(lag_hist, 99),
+            "max": round(max((r["max_lag_ms"] for r in uplink), default=0.0), 1) if uplink else None,
+            "frames": sum(lag_hist.values()),
+            "sessions": len(uplink),
+        },
+        "uplink_processing_ms": {
+            "p50": hist_percentile(proc_hist, 50),
+            "p99": hist_percentile(proc_hist, 99),
+        },
+        "end_of_speech_to_stt_ms": summary(
+            [ms(d["stt_at"] - d["end_of_speech"]) for d in spoke if "stt_at" in d]
+        ),
+        "end_of_speech_to_first_audio_ms": summary(
+            [ms(d["first_audio_at"] - d["end_of_speech"]) for d in spoke if "first_audio_at" in d]
+        ),
+        "client_send_lag_ms": {
+            "p99": max((r["send_lag_ms"]["p99"] or 0 for r in results if r), default=None),
+            "max": max((r["send_lag_ms"]["max"] or 0 for r in results if r), default=None),
+        },
+        "client_cpu_s": round(sum(r["cpu_s"] for r in results if r), 1),
+        "server_rss_peak_mb": round(rss_peak / 2**20, 1),
+        "server_errors": len(server.errors(log_offset)),
+    }
+    p99 = out["end_of_speech_to_stt_ms"]
+    p99["p99"] = percentile([ms(d["stt_at"] - d["end_of_speech"]) for d in spoke if "stt_at" in d], 99)
+    if cpu_start and cpu_end and cpu_end[0] > cpu_start[0]:
+        out["server_cpu_pct_of_one_core"] = round(
+            (cpu_end[1] - cpu_start[1]) / (cpu_end[0] - cpu_start[0]) * 100
+        )
+    return out
+
+
+def run(server: ServerProcess, quick: bool, counts: list[int] | None = None) -> dict:
+    counts = counts or ([2, 4] if quick else [10, 50, 100, 200])
+    span = 4.0 if quick else 30.0
+    utts = utterances(SENTENCES)
+    noise = noise_packets()
+    with tempfile.NamedTemporaryFile(prefix="wren-bench-packets-", suffix=".pkl", delete=False) as f:
+        pickle.dump((utts, noise), f)
+        packets_file = f.name
+    try:
+        rows = []
+        for i, n in enumerate(counts):
+            rows.append(run_n(server, n, span, 100 + i, packets_file))
+            time.sleep(1.0)
+        return {"server_env": SERVER_ENV, "speak_span_s": span, "rows": rows}
+    finally:
+        Path(packets_file).unlink(missing_ok=True)
+
+
+def print_table(res: dict) -> None:
+    print(
+        f"{'N':>4} {'answered':>9} {'uplink lag p99':>15} {'proc p99':>9} {'eos→stt p50/p99':>16} "
+        f"{'eos→audio p50/p95':>18} {'send lag p99':>12} {'srv CPU':>8}"
+    )
+    for r in res["rows"]:
+        s, a = r["end_of_speech_to_stt_ms"], r["end_of_speech_to_first_audio_ms"]
+        print(
+            f"{r['n']:>4} {r['answered']:>4}/{r['utterances']:<4} "
+            f"{fmt(r['uplink_lag_ms']['p99'], ' ms'):>15} "
+            f"{fmt(r['uplink_processing_ms']['p99'], ' ms'):>9} {fmt(s['p50']) + '/' + fmt(s['p99']):>16} "
+            f"{fmt(a['p50']) + '/' + fmt(a['p95']):>18} {fmt(r['client_send_lag_ms']['p99'], ' ms'):>12} "
+            f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8}"
+        )
+
+
+def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        return worker(sys.argv[2], sys.argv[3])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 2, 4 with a 4 s cycle")
+    parser.add_argument("--n", type=int, nargs="*", help="device counts (default 10 50 100 200)")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--env", nargs="*", help="extra server environment, KEY=VALUE (experiments)")
+    args = parser.parse_args()
+    env = dict(SERVER_ENV)
+    for item in args.env or []:  # experiments: --env WREN_ASR_POOL_SIZE=8
+        key, _, value = item.partition("=")
+        env[key] = value
+    with ServerProcess(env_overrides=env) as server:
+        res = run(server, args.quick, args.n)
+    print_table(res)
+    write_json(args.json, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

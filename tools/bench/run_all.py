@@ -1,0 +1,271 @@
+"""Run every Wren benchmark against the real server and print one table (and `--json PATH`).
+
+    .venv/bin/python tools/bench/run_all.py                 # full run (make bench), a few minutes on 2 cores
+    .venv/bin/python tools/bench/run_all.py --quick         # tiny-N smoke run (make bench-quick)
+    .venv/bin/python tools/bench/run_all.py --json out.json
+
+Phases (each documented in its own script):
+1. turn_latency.py   one device, manual and auto mode, embedded defaults; K simultaneous turns
+2. memory.py         server RSS with 0 / 100 / 200 idle connected devices
+3. concurrency.py    N = 10, 50, 100, 200 devices streaming in a 30 s duty cycle (separate server)
+4. speech_components.py (speech helper's script) ASR/TTS real-time factors, VAD and codec cost per frame
+5. firmware_footprint.py  smallest MicroPython heap for a full simulated turn, heap high-water mark
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import contextlib
+
+from tools.bench import concurrency, firmware_footprint, memory, turn_latency
+from tools.bench.common import PYTHON, REPO, ServerProcess, fmt, machine, write_json
+
+TARGETS = {
+    "manual_p50": 250.0,
+    "manual_p95": 400.0,
+    "uplink_lag_p99_at_100": 100.0,
+    "k10_first_audio_p95": 1500.0,
+    "rss_per_idle_device_kb": 1024.0,
+    "firmware_heap_kb": 64.0,
+}
+
+
+def _phase(name: str, fn: Any, results: dict, timings: dict) -> None:
+    started = time.monotonic()
+    print(f"--- {name} ...", flush=True)
+    try:
+        results[name] = fn()
+    except Exception as exc:
+        traceback.print_exc()
+        results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    timings[name] = round(time.monotonic() - started, 1)
+    print(f"--- {name} done in {timings[name]} s", flush=True)
+
+
+def speech_components(quick: bool) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = Path(f.name)
+    try:
+        cmd = [PYTHON, str(REPO / "tools" / "bench" / "speech_components.py"), "--json", str(path)]
+        if quick:
+            cmd.append("--quick")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            return {"error": f"exit {proc.returncode}: {proc.stderr[-500:]}"}
+        return json.loads(path.read_text()).get("results", {})
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def run(quick: bool) -> dict:
+    results: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    results["meta"] = {
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "command": "make bench-quick" if quick else "make bench",
+        "quick": quick,
+    }
+    with contextlib.suppress(OSError):
+        results["meta"]["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+    with ServerProcess() as server:
+        _phase("turn_latency", lambda: asyncio.run(turn_latency.run(server, quick)), results, timings)
+        _phase("memory", lambda: memory.run(server, quick), results, timings)
+        results["meta"]["server_errors_default_server"] = server.errors()[:10]
+    with ServerProcess(env_overrides=dict(concurrency.SERVER_ENV)) as server:
+        _phase("concurrency", lambda: concurrency.run(server, quick), results, timings)
+    _phase("speech_components", lambda: speech_components(quick), results, timings)
+    _phase("firmware", lambda: firmware_footprint.run(quick), results, timings)
+    results["meta"]["phase_seconds"] = timings
+    results["meta"]["total_seconds"] = round(time.monotonic() - started, 1)
+    results["table"] = table_rows(results)
+    return results
+
+
+# ---- the one table -----------------------------------------------------------------------------------
+
+
+def _get(d: Any, *path: Any) -> Any:
+    for key in path:
+        if isinstance(d, dict):
+            d = d.get(key)
+        elif isinstance(d, list) and isinstance(key, int) and -len(d) <= key < len(d):
+            d = d[key]
+        else:
+            return None
+    return d
+
+
+def _verdict(value: Any, target: float | None, lower_is_better: bool = True) -> str:
+    if target is None:
+        return ""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "not measured"
+    ok = value <= target if lower_is_better else value >= target
+    return "met" if ok else "MISSED"
+
+
+def table_rows(res: dict) -> list[dict]:
+    rows: list[dict] = []
+
+    def add(
+        metric: str, value: Any, unit: str = "", target: float | None = None, target_text: str = ""
+    ) -> None:
+        rows.append(
+            {
+                "metric": metric,
+                "value": value,
+                "unit": unit,
+                "target": target_text or (f"≤ {fmt(target)}{unit}" if target is not None else ""),
+                "status": _verdict(value, target),
+            }
+        )
+
+    lat = res.get("turn_latency", {})
+    man = lat.get("manual", {})
+    add(
+        "manual: end of speech → first audio p50",
+        _get(man, "to_first_audio_ms", "p50"),
+        " ms",
+        TARGETS["manual_p50"],
+    )
+    add(
+        "manual: end of speech → first audio p95",
+        _get(man, "to_first_audio_ms", "p95"),
+        " ms",
+        TARGETS["manual_p95"],
+    )
+    add("manual: end of speech → first audio max", _get(man, "to_first_audio_ms", "max"), " ms")
+    add("manual: end of speech → stt p50", _get(man, "to_stt_ms", "p50"), " ms")
+    add("manual: end of speech → stt p95", _get(man, "to_stt_ms", "p95"), " ms")
+    for key, label in (
+        ("end_of_speech_to_input_end", "uplink + listen stop reaches session"),
+        ("asr_finalise", "ASR finalise"),
+        ("engine_first_sentence", "engine first sentence"),
+        ("tts_first_audio", "TTS first audio"),
+        ("encode", "encode first packets"),
+        ("send", "pacer + socket write"),
+        ("delivery", "socket → device"),
+    ):
+        add(f"manual split p50: {label}", _get(man, "split_ms", key, "p50"), " ms")
+    auto = lat.get("auto", {})
+    add("auto: configured silence window ([vad] silence_ms)", auto.get("silence_window_ms"), " ms")
+    add("auto: end of speech → stt p50", _get(auto, "to_stt_ms", "p50"), " ms")
+    add("auto: end of speech → first audio p50", _get(auto, "to_first_audio_ms", "p50"), " ms")
+    add("auto: end of speech → first audio p95", _get(auto, "to_first_audio_ms", "p95"), " ms")
+    for sim in lat.get("simultaneous", []) or []:
+        k = sim.get("k")
+        target = TARGETS["k10_first_audio_p95"] if k == 10 else None
+        add(f"K={k} simultaneous turns: first audio p50", _get(sim, "to_first_audio_ms", "p50"), " ms")
+        add(
+            f"K={k} simultaneous turns: first audio p95", _get(sim, "to_first_audio_ms", "p95"), " ms", target
+        )
+    for row in _get(res, "concurrency", "rows") or []:
+        n = row["n"]
+        target = TARGETS["uplink_lag_p99_at_100"] if n == 100 else None
+        add(
+            f"N={n} streaming: uplink lag p99",
+            _get(row, "uplink_lag_ms", "p99"),
+            " ms",
+            target,
+            "< 100 ms" if target else "",
+        )
+        add(
+            f"N={n} streaming: utterances answered", f"{row['answered']}/{row['utterances']}", "", None, "all"
+        )
+        rows[-1]["status"] = "met" if row["answered"] == row["utterances"] == n else "MISSED"
+        add(f"N={n} streaming: end of speech → stt p99", _get(row, "end_of_speech_to_stt_ms", "p99"), " ms")
+        add(f"N={n} streaming: server CPU (% of one core)", row.get("server_cpu_pct_of_one_core"), " %")
+    mem = res.get("memory", {})
+    for r in mem.get("rows", []) or []:
+        add(f"server RSS, {r['devices']} idle devices", r["rss_mb"], " MB")
+    add(
+        "server RSS per idle connected device",
+        mem.get("per_device_kb"),
+        " KB",
+        TARGETS["rss_per_idle_device_kb"],
+    )
+    add("server RSS per listening device", mem.get("listening_per_device_kb"), " KB")
+    sc = res.get("speech_components", {}) or {}
+    for key, unit in (
+        ("asr_rtf", " ×RT"),
+        ("asr_finish_latency_mean_ms", " ms"),
+        ("tts_short_first_audio_ms", " ms"),
+        ("tts_short_rtf", " ×RT"),
+        ("tts_long_rtf", " ×RT"),
+        ("vad_silero_ms_per_60ms_frame", " ms"),
+        ("vad_webrtc_ms_per_60ms_frame", " ms"),
+        ("opus_decode_16k_ms_per_60ms_frame", " ms"),
+        ("opus_encode_24k_ms_per_60ms_frame", " ms"),
+    ):
+        if key in sc:
+            add(f"speech: {key}", round(sc[key], 3), unit)
+    fw = res.get("firmware", {}) or {}
+    if fw.get("status") == "pending":
+        rows.append(
+            {
+                "metric": "firmware: smallest heap for a full turn",
+                "value": None,
+                "unit": "",
+                "target": "≤ 64 KB",
+                "status": "pending: " + str(fw.get("reason", ""))[:80],
+            }
+        )
+    else:
+        add(
+            "firmware: smallest heap for a full turn",
+            fw.get("min_heap_kb"),
+            " KB",
+            TARGETS["firmware_heap_kb"],
+        )
+        add("firmware: heap high-water mark", fw.get("heap_peak_kb"), " KB")
+        add("firmware: audio-loop time per frame", fw.get("frame_ms"), " ms")
+        add("firmware: allocations per audio frame", fw.get("allocs_per_frame"), "", 0.0, "0")
+    return rows
+
+
+def print_table(res: dict) -> None:
+    meta = res["meta"]
+    m = meta["machine"]
+    print()
+    print(
+        f"Wren benchmarks, {meta['date_utc']}, {m['cores']} cores ({m['cpu']}), Python {m['python']}, "
+        f"`{meta['command']}` ({meta.get('total_seconds')} s)"
+    )
+    width = max(len(r["metric"]) for r in res["table"])
+    print(f"{'metric':<{width}}  {'measured':>12}  {'target':>10}  status")
+    for r in res["table"]:
+        value = r["value"] if isinstance(r["value"], str) else fmt(r["value"], r["unit"])
+        print(f"{r['metric']:<{width}}  {value:>12}  {r['target']:>10}  {r['status']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny-N smoke version of every phase")
+    parser.add_argument("--json", help="write every number here")
+    args = parser.parse_args()
+    res = run(args.quick)
+    print_table(res)
+    write_json(args.json, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
