@@ -153,10 +153,6 @@ class DeviceSession:
             self.stats.unknown_types,
         )
 
-    async def wait_closed(self) -> None:
-        if self._runner is not None:
-            await asyncio.gather(self._runner, return_exceptions=True)
-
     # ---- sending ---------------------------------------------------------------------------------
 
     async def _send_json(self, msg: dict) -> None:

@@ -124,7 +124,8 @@ class ReplyTurn:
         producer = asyncio.create_task(self._produce(sentences), name=f"{self}:agent")
         synthesiser = asyncio.create_task(self._synthesise(sentences, frames), name=f"{self}:tts")
         try:
-            await self._send_paced(frames, pacer)
+            if not await self._send_paced(frames, pacer):
+                return  # the turn is no longer live: stop generating and synthesising (finally below)
             await producer
             await synthesiser
             await pacer.wait_drained(cfg.drain_margin_ms)
@@ -227,7 +228,8 @@ class ReplyTurn:
 
     # ---- stage 3: paced sending ----------------------------------------------------------------
 
-    async def _send_paced(self, frames: asyncio.Queue[tuple[str, Any] | None], pacer: PlaybackPacer) -> None:
+    async def _send_paced(self, frames: asyncio.Queue[tuple[str, Any] | None], pacer: PlaybackPacer) -> bool:
+        """Send every frame on the playback clock; False if the turn stopped being the live one."""
         session = self.session
         pending_sentence: str | None = None
         while (item := await frames.get()) is not None:
@@ -239,11 +241,12 @@ class ReplyTurn:
             if pending_sentence is not None:
                 if not await session.send_for(self, messages.tts_sentence_start(session.session_id,
                                                                                   pending_sentence)):
-                    return
+                    return False
                 self.spoken.append(pending_sentence)
                 pending_sentence = None
             if not await session.send_audio_for(self, data, self.frames_sent * session.downlink.frame_ms):
-                return
+                return False
             self.timing.mark("first_audio_sent")
             pacer.frame_sent()
             self.frames_sent += 1
+        return True
