@@ -59,6 +59,14 @@ def test_numbered_list_items_are_not_split_after_their_number(step):
     assert split(text, step) == ["Here is how:", "1. Preheat the oven.", "2. Bake for 20 minutes."]
 
 
+def test_no_and_unicode_ellipsis_end_sentences():
+    assert split("The answer is no. Try again… Later.", first_min_chars=100) == [
+        "The answer is no.",
+        "Try again…",
+        "Later.",
+    ]
+
+
 def test_a_sentence_end_waits_for_the_next_character():
     splitter = SentenceSplitter()
     assert splitter.feed("The answer is 3.") == []  # could still become 3.5
@@ -127,7 +135,11 @@ def test_clean_for_speech_strips_markdown_and_emoji():
     assert clean_for_speech(text) == "Today. Sunny and warm. see the forecast or. Use wren serve now."
 
 
+def test_clean_for_speech_handles_underscore_emphasis_but_keeps_snake_case():
+    assert clean_for_speech("It is _really_ warm in living_room") == "It is really warm in living_room"
+
+
 def test_clean_for_speech_keeps_words_numbers_and_cjk():
     assert clean_for_speech("It is 21.5°C, 50% humidity; 你好！") == "It is 21.5°C, 50% humidity; 你好！"
-    assert clean_for_speech("| a | b |\n|---|---|\n| 1 | 2 |") == "a, b. 1, 2."
+    assert clean_for_speech("| a | b |\n|---|---|\n| 1 | 2 |") == "a, b. 1, 2"
     assert clean_for_speech("🎉🎉") == ""

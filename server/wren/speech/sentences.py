@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 import unicodedata
 
-SENTENCE_END = ".!?;:"
+SENTENCE_END = ".!?;:…"
 CJK_SENTENCE_END = "。！？；：!?"  # CJK needs no following space; ASCII ?! after CJK text counts too
 CLAUSE_END = ",，、"
 # May follow the punctuation before the space: 'He said "no." Then', '**Note:** Then'.
 CLOSERS = "\"')]}”’»」』*_`"
 _ABBREVIATION_WORDS = (
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e a.m p.m approx dept est fig inc ltd co corp mt no vol "
+    # Only words that rarely end a sentence: "no" is missing on purpose ("The answer is no. Next").
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e a.m p.m approx dept fig inc ltd corp mt vol "
     "jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k"
 )
 ABBREVIATIONS = frozenset(_ABBREVIATION_WORDS.split())
@@ -46,11 +47,9 @@ class SentenceSplitter:
             if cut is None:
                 break
             chunk, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:]
-            if _speakable(chunk):
+            if _speakable(chunk):  # punctuation or markup alone ("...", "---") has nothing to say
                 chunks.append(chunk)
                 self._released += 1
-            elif chunk:
-                pass  # punctuation or markup alone: nothing to say
         return chunks
 
     def flush(self) -> list[str]:
@@ -146,6 +145,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s*", re.M)
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+", re.M)
 _QUOTE = re.compile(r"^\s*>\s?", re.M)
 _EMPHASIS = re.compile(r"(\*{1,3}|_{2,3}|~~)(?=\S)(.+?)(?<=\S)\1")
+_UNDERSCORE_EMPHASIS = re.compile(r"(?<!\w)_(?=\S)(.+?)(?<=\S)_(?!\w)")  # _word_, never snake_case
 _LONE_MARKS = re.compile(r"[*#~^|<>]+")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}.*$", re.M)
 _SPACES = re.compile(r"[ \t\u00a0]+")
@@ -173,6 +173,7 @@ def clean_for_speech(text: str) -> str:
     text = _QUOTE.sub("", text)
     text = _BULLET.sub("", text)
     text = _EMPHASIS.sub(r"\2", text)
+    text = _UNDERSCORE_EMPHASIS.sub(r"\1", text)
     # Table rows: "| a | b |" → "a, b" (outer pipes dropped, inner ones become pauses)
     text = "\n".join(
         ", ".join(cell.strip() for cell in line.strip().strip("|").split("|")) if "|" in line else line
@@ -182,7 +183,11 @@ def clean_for_speech(text: str) -> str:
     text = "".join(ch for ch in text if not _is_emoji_or_symbol(ch))
     lines = [_SPACES.sub(" ", line).strip() for line in text.splitlines()]
     # A line break is a pause: give lines without end punctuation a full stop so they are not run together.
-    text = " ".join(line if line[-1] in ".!?;:,。！？；：" else line + "." for line in lines if line)
+    lines = [line for line in lines if line]
+    text = " ".join(
+        line if line[-1] in ".!?;:,…。！？；：" or n == len(lines) - 1 else line + "."
+        for n, line in enumerate(lines)
+    )
     text = re.sub(r"\s+([,.!?;:])", r"\1", text)
     text = re.sub(r"(,\s*){2,}", ", ", text).strip(" ,")
     return text
