@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+import numpy as np
 import opuslib_next
 
 VALID_OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
@@ -62,8 +63,6 @@ def _check_opus_params(sample_rate: int, channels: int, frame_ms: int) -> None:
 def _to_mono(pcm: bytes, channels: int) -> bytes:
     if channels == 1:
         return pcm
-    import numpy as np
-
     samples = np.frombuffer(pcm, dtype="<i2").reshape(-1, channels)
     return samples.mean(axis=1).astype("<i2").tobytes()
 
