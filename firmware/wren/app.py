@@ -2,8 +2,9 @@
 import asyncio
 
 from wren import VERSION, config, net
-from wren.device import Device, system_info
+from wren.device import Device
 from wren.hal import make_board
+from wren.info import system_info
 from wren.log import log
 
 

@@ -1,17 +1,18 @@
-# The device state machine (reference §5, §8): idle, connecting, listening, speaking, with the channel
-# (WebSocket + hello) opened lazily on the first interaction and reused across turns.
+# The device state machine (reference §5, §8): idle, connecting, listening, speaking. The channel
+# (wren.channel) is opened on the first interaction and reused across turns; audio runs in two tasks
+# over the preallocated paths of wren.audio.
 import asyncio
 import gc
-import time
 from collections import deque
 
 from shared_protocol import ProtocolError, UnknownMessageType, messages
-from wren import VERSION, tools
+from wren import VERSION, info, tools
 from wren.audio import FRAME_MS, MIC_RATE, Downlink, Uplink
+from wren.channel import Channel
 from wren.codec import make_codec
 from wren.log import log
 from wren.mcp import McpServer
-from wren.ws import WebSocket, WsClosed
+from wren.ws import WsClosed
 
 IDLE = "idle"
 CONNECTING = "connecting"
@@ -24,28 +25,6 @@ _ALLOWED = {
     LISTENING: (SPEAKING, IDLE),
     SPEAKING: (LISTENING, IDLE),
 }
-_HELLO_TIMEOUT_MS = 10000  # §3.2
-
-
-def system_info(cfg, board, identity, ssid):
-    # The §6.2 body (also the result of self.get_system_info).
-    info = board.info()
-    return {
-        "version": 2,
-        "language": cfg.get("language", "en-US"),
-        "flash_size": info.get("flash_size", 0),
-        "minimum_free_heap_size": str(gc.mem_free()),
-        "mac_address": identity["device_id"],
-        "uuid": identity["client_id"],
-        "chip_model_name": info.get("chip_model_name", "esp32s3"),
-        "chip_info": {"model": 0, "cores": info.get("cores", 2), "revision": 0, "features": 0},
-        "application": {"name": "wren", "version": VERSION, "compile_time": "", "idf_version": "",
-                        "elf_sha256": ""},
-        "partition_table": [],
-        "ota": {"label": "factory"},
-        "board": {"type": identity["board"], "name": identity["board"], "ssid": ssid or "",
-                  "rssi": 0, "channel": 0, "ip": "", "mac": identity["device_id"]},
-    }
 
 
 class Device:
@@ -53,39 +32,40 @@ class Device:
         self.cfg = cfg
         self.board = board
         self.identity = identity
-        self.url = url
-        self.token = token
         self.version = version
         self.ssid = ssid
         self.mode = cfg["listen_mode"]
         self.state = IDLE
         self.codec = make_codec(cfg.get("opus", True))
         # Buffers first, while the heap is still in one piece (notes §4.4).
-        self.ws = WebSocket(max_message=cfg.get("max_message", 8192))
         self.uplink = Uplink(self.codec, version)
         self.downlink = Downlink(self.codec, version, cfg.get("max_downlink_rate", 16000),
                                  cfg.get("downlink_buffer_ms", 1200))
+        hello = messages.hello_device(
+            version=version,
+            features={"mcp": True},
+            audio_params=messages.audio_params(self.codec.format, MIC_RATE, 1, FRAME_MS),
+        )
+        self.channel = Channel(cfg, identity, url, token, version, hello, self)
         self.volume = cfg.get("volume", 70)
         self.downlink.set_volume(self.volume)
-        self.session_id = ""
-        self.channel_open = False
         self.mic_open = False
-        self.last_rx = time.ticks_ms()
         self.heap_peak = 0  # gc.mem_alloc() sampled every audio frame (includes garbage not yet collected)
         self.live_peak = 0  # gc.mem_alloc() right after a collection at the end of each turn
-        self._hello = asyncio.Event()
         self._events = deque((), 8)  # button events; bounded, the oldest is dropped
         self._wake = asyncio.Event()
         self._audio = asyncio.Event()
         self._playing = False
         self._spk_writer = None
         self._finished = False
-        self._dropped_audio = 0
-        self._receiver = None
+        self.dropped_audio = 0
         self.mcp = McpServer(identity["board"], VERSION)
         tools.register(self.mcp, self)
 
-    # ---- state ---------------------------------------------------------------------------------------
+    @property
+    def session_id(self):
+        return self.channel.session_id
+
     def _set(self, new):
         if new == self.state:
             return True
@@ -96,7 +76,7 @@ class Device:
         self.state = new
         return True
 
-    # ---- main loop -----------------------------------------------------------------------------------
+    # ---- main loop: button events, one at a time -----------------------------------------------------
     async def run(self):
         tasks = [asyncio.create_task(self._mic_task()), asyncio.create_task(self._speaker_task()),
                  asyncio.create_task(self._watchdog())]
@@ -113,7 +93,7 @@ class Device:
         finally:
             for t in tasks:
                 t.cancel()
-            await self.ws.close()
+            await self.channel.drop()
             self.board.close()
             self.report_heap()
 
@@ -133,24 +113,26 @@ class Device:
                 await self._start_listening()
             elif s == LISTENING and self.mode != "manual":
                 log("device", "button while listening: closing the channel")  # §8.2 step 7
-                await self._close_channel()
+                self._mic(False)
+                await self.channel.drop()
+                self.on_closed("closed by the device")
             elif s == SPEAKING:
-                await self._send(messages.abort(self.session_id))  # button abort: no reason key (§5.2)
-                if self.mode == "manual":
-                    self._stop_playback()
+                await self.channel.send(messages.abort(self.session_id))  # button abort: no reason (§5.2)
+                if self.mode == "manual":  # push-to-talk: abort and listen at once
+                    self.downlink.flush()
                     await self._start_listening()
         elif kind == "release" and s == LISTENING and self.mode == "manual":
             self._mic(False)
-            await self._send(messages.listen_stop(self.session_id))
+            await self.channel.send(messages.listen_stop(self.session_id))
             self._set(IDLE)
 
     async def _start_listening(self):
-        if self.state == IDLE and not self._channel_usable():
+        if self.state == IDLE and not self.channel.usable():
             self._set(CONNECTING)
-            if not await self._open_channel():
+            if not await self.channel.open():
                 self._set(IDLE)
                 return
-        if await self._send(messages.listen_start(self.session_id, self.mode)):
+        if await self.channel.send(messages.listen_start(self.session_id, self.mode)):
             self._set(LISTENING)
             self._mic(True)
         else:
@@ -160,109 +142,22 @@ class Device:
         self.mic_open = on
         self.board.mic_active(on)
 
-    # ---- channel -------------------------------------------------------------------------------------
-    def _channel_usable(self):
-        return self.channel_open and self.ws.open
-
-    async def _open_channel(self):
-        delay = 500
-        attempts = self.cfg.get("connect_attempts", 6)
-        for attempt in range(1, attempts + 1):
-            try:
-                await self._connect_once()
-                return True
-            except (WsClosed, OSError, asyncio.TimeoutError, ValueError) as e:
-                log("channel", "attempt %d/%d failed: %r" % (attempt, attempts, e))
-            if attempt < attempts:
-                log("channel", "reconnect in %d ms" % delay)
-                await asyncio.sleep_ms(delay)
-                delay = min(delay * 2, 8000)
-        return False
-
-    def _headers(self):
-        h = {"Protocol-Version": str(self.version), "Device-Id": self.identity["device_id"],
-             "Client-Id": self.identity["client_id"]}
-        if self.token:
-            h["Authorization"] = self.token if " " in self.token else "Bearer " + self.token
-        return h
-
-    async def _connect_once(self):
-        await self._drop_connection()
-        log("channel", "connecting to", self.url)
-        await self.ws.connect(self.url, self._headers())
-        self._hello.clear()
-        self._receiver = asyncio.create_task(self._receive_task())
-        hello = messages.hello_device(
-            version=self.version,
-            features={"mcp": True},
-            audio_params=messages.audio_params(self.codec.format, MIC_RATE, 1, FRAME_MS),
-        )
-        await self.ws.send_text(messages.encode(hello))
-        await asyncio.wait_for_ms(self._hello.wait(), _HELLO_TIMEOUT_MS)
-        if not self.ws.open:
-            raise WsClosed(1006, "closed before the server hello")
-        self.channel_open = True
-        self.last_rx = time.ticks_ms()
-        log("channel", "open, session", self.session_id)
-
-    async def _drop_connection(self):
-        self.channel_open = False
-        if self._receiver is not None:
-            self._receiver.cancel()
-            self._receiver = None
-        await self.ws.close()
-
-    async def _close_channel(self):
+    # ---- channel callbacks ---------------------------------------------------------------------------
+    def on_closed(self, why):
         self._mic(False)
-        await self._drop_connection()
-        self._channel_lost("closed by the device")
-
-    def _channel_lost(self, why):
-        self.channel_open = False
-        self._mic(False)
-        self._stop_playback()
+        self.downlink.flush()
         if self.state != IDLE:
             log("channel", "lost (%s): going idle" % why)
             self._set(IDLE)
 
-    async def _send(self, msg):
-        try:
-            await self.ws.send_text(messages.encode(msg))
-            return True
-        except WsClosed as e:
-            log("channel", "send failed:", e.reason)  # §8.3: a failed text send ends the session
-            self._channel_lost("send failed")
-            return False
-
-    # ---- receiving -----------------------------------------------------------------------------------
-    async def _receive_task(self):
-        try:
-            while True:
-                op, data = await self.ws.recv()
-                self.last_rx = time.ticks_ms()
-                try:
-                    if op == 2:
-                        self._on_audio(data)
-                    else:
-                        await self._on_text(data)
-                except WsClosed:
-                    raise
-                except Exception as e:  # one bad frame (or a MemoryError) must not end the session
-                    log("recv", "error handling a frame:", repr(e))
-        except WsClosed as e:
-            log("channel", "closed by the server: %d %s" % (e.code, e.reason))
-            self._receiver = None
-            self._hello.set()  # wake a connect still waiting for the hello
-            self._channel_lost("closed")
-
-    def _on_audio(self, data):
-        if self.state != SPEAKING:
-            self._dropped_audio += 1  # §5.5: binary audio only while speaking
+    async def on_frame(self, op, data):
+        if op == 2:
+            if self.state != SPEAKING:
+                self.dropped_audio += 1  # §5.5: binary audio only while speaking
+                return
+            self.downlink.feed(data)
+            self._audio.set()
             return
-        self.downlink.feed(data)
-        self._audio.set()
-
-    async def _on_text(self, data):
         try:
             msg = messages.parse(data)
         except UnknownMessageType as e:
@@ -277,9 +172,9 @@ class Device:
         elif t == "mcp":
             reply = self.mcp.handle(msg["payload"])
             if reply is not None:
-                await self._send(messages.mcp(reply, self.session_id))
+                await self.channel.send(messages.mcp(reply, self.session_id))
         elif t == "tts":
-            await self._on_tts(msg)
+            self._on_tts(msg)
         elif t == "stt":
             log("stt", msg.get("text", ""))
         elif t == "llm":
@@ -295,8 +190,6 @@ class Device:
         if msg.get("transport") != "websocket":
             log("recv", "hello without transport websocket ignored")
             return
-        if isinstance(msg.get("session_id"), str):
-            self.session_id = msg["session_id"]
         rate, frame_ms = messages.downlink_audio(msg)
         if not self.downlink.configure(rate, frame_ms):
             log("recv", "hello ignored: downlink %d Hz > max_downlink_rate" % rate)
@@ -305,25 +198,20 @@ class Device:
         if self._spk_writer is None or self._spk_writer.s is not spk:
             self._spk_writer = asyncio.StreamWriter(spk, {})
         log("recv", "server hello: downlink %d Hz / %d ms" % (rate, frame_ms))
-        self._hello.set()
+        self.channel.hello_accepted(msg)
 
-    async def _on_tts(self, msg):
+    def _on_tts(self, msg):
         st = msg["state"]
         if st == "start":
-            if self.state == CONNECTING:
-                return
-            if self._set(SPEAKING):
-                self._dropped_audio = 0
+            if self.state != CONNECTING and self._set(SPEAKING):  # ignored while connecting (§5.5)
+                self.dropped_audio = 0
                 if self.mode != "realtime":
                     self._mic(False)
         elif st == "sentence_start":
             log("tts", "sentence_start", msg.get("text", ""))
         elif st == "stop" and self.state == SPEAKING:
             log("tts", "stop")
-            if self.mode == "manual":
-                self._set(IDLE)
-            else:
-                self._set(LISTENING)
+            self._set(IDLE if self.mode == "manual" else LISTENING)
             asyncio.create_task(self._after_playback())
 
     async def _after_playback(self):
@@ -332,21 +220,21 @@ class Device:
         while self.downlink.pending() or self._playing:
             await asyncio.sleep_ms(20)
         log("turn", "done; playback drained")
-        gc.collect()
+        gc.collect()  # a quiet point: collect here rather than in the middle of the next utterance
         live = gc.mem_alloc()
-        if live > self.live_peak:
-            self.live_peak = live
+        self.live_peak = max(self.live_peak, live)
         log("heap", "live after turn %d bytes" % live)
         if self.board.turn_done():
             self._finished = True
             self._wake.set()
             return
-        if self.mode == "auto" and self.state == LISTENING and self._channel_usable():
-            if await self._send(messages.listen_start(self.session_id, "auto")):
+        if self.mode == "auto" and self.state == LISTENING and self.channel.usable():
+            if await self.channel.send(messages.listen_start(self.session_id, "auto")):
                 self._mic(True)
 
     # ---- audio tasks ---------------------------------------------------------------------------------
     async def _mic_task(self):
+        # The mic is read all the time (the I2S DMA must not overflow); frames go out only while listening.
         reader = asyncio.StreamReader(self.board.mic)
         up = self.uplink
         mv = up.raw_mv
@@ -358,15 +246,12 @@ class Device:
             used = gc.mem_alloc()
             if used > self.heap_peak:
                 self.heap_peak = used
-            if self.mic_open and self.channel_open:
+            if self.mic_open and self.channel.ready:
                 n = up.process_mic()
                 try:
-                    await self.ws.send_binary(up.frame, n)
+                    await self.channel.ws.send_binary(up.frame, n)
                 except WsClosed:
-                    pass  # the receiver task sees the close and handles it
-
-    def _stop_playback(self):
-        self.downlink.flush()
+                    pass  # the channel's reader sees the close and handles it
 
     async def _speaker_task(self):
         dl = self.downlink
@@ -396,24 +281,19 @@ class Device:
         limit = self.cfg.get("channel_timeout_s", 120) * 1000
         while True:
             await asyncio.sleep_ms(1000)
-            if self.channel_open and time.ticks_diff(time.ticks_ms(), self.last_rx) > limit:
-                log("channel", "no data for %d s: treated as closed" % (limit // 1000))  # §8.3
-                self._channel_lost("inactivity")
+            if self.channel.ready and self.channel.idle_ms() > limit:
+                # §8.3: no incoming data for 120 s = channel closed; the next interaction reconnects.
+                log("channel", "no data for %d s: treated as closed" % (limit // 1000))
+                self.channel.ready = False
+                self.on_closed("inactivity")
 
-    # ---- tool backends -------------------------------------------------------------------------------
+    # ---- tool backends (wren.tools) ------------------------------------------------------------------
     def status(self):
-        rssi = -50
-        try:
-            rssi = self.board.wlan().status("rssi")
-        except Exception:
-            pass
-        signal = "strong" if rssi > -60 else ("medium" if rssi > -75 else "weak")
-        return {"audio_speaker": {"volume": self.volume},
-                "network": {"type": "wifi", "ssid": self.ssid or "", "signal": signal}}
+        return info.device_status(self.board, self.volume, self.ssid)
 
     def set_volume(self, volume):
         self.volume = volume
-        self.downlink.set_volume(volume)
+        self.downlink.set_volume(volume)  # the real playback gain (viper scale-and-clamp)
         log("volume", volume)
         return True
 
@@ -422,4 +302,4 @@ class Device:
         return True
 
     def system_info(self):
-        return system_info(self.cfg, self.board, self.identity, self.ssid)
+        return info.system_info(self.cfg, self.board, self.identity, self.ssid)

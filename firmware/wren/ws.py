@@ -2,8 +2,6 @@
 # preallocated buffers: the header and mask live in fixed bytearrays, payloads are masked in place by viper,
 # and a received message is a memoryview into one receive buffer (valid until the next recv()).
 import asyncio
-import binascii
-import hashlib
 import os
 import random
 import struct
@@ -11,6 +9,7 @@ import struct
 from micropython import const
 
 from wren import dsp
+from wren.ws_handshake import HandshakeError, handshake
 
 OP_CONT = const(0)
 OP_TEXT = const(1)
@@ -24,8 +23,6 @@ CLOSE_PROTOCOL = const(1002)
 CLOSE_TOO_BIG = const(1009)
 CLOSE_ABNORMAL = const(1006)  # never on the wire: the TCP connection just went away
 
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
 
 class WsClosed(Exception):
     # The connection is over; .code is the close code (1006 when the TCP stream ended without a close).
@@ -33,23 +30,6 @@ class WsClosed(Exception):
         super().__init__(code, reason)
         self.code = code
         self.reason = reason
-
-
-def parse_url(url):
-    # -> (secure, host, port, path) for ws:// and wss:// URLs.
-    if url.startswith("wss://"):
-        secure, rest, port = True, url[6:], 443
-    elif url.startswith("ws://"):
-        secure, rest, port = False, url[5:], 80
-    else:
-        raise ValueError("not a ws:// or wss:// url: " + url)
-    slash = rest.find("/")
-    hostport, path = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
-    colon = hostport.rfind(":")
-    if colon > 0:
-        port = int(hostport[colon + 1 :])
-        hostport = hostport[:colon]
-    return secure, hostport, port, path
 
 
 class WebSocket:
@@ -80,60 +60,11 @@ class WebSocket:
         await asyncio.wait_for_ms(self._connect(url, headers or {}, ssl_context), timeout_ms)
 
     async def _connect(self, url, headers, ssl_context):
-        secure, host, port, path = parse_url(url)
-        ctx = None
-        if secure:
-            ctx = ssl_context
-            if ctx is None:
-                import ssl
-
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                ctx.verify_mode = ssl.CERT_NONE
-        random.seed(struct.unpack("<I", os.urandom(4))[0])
-        if ctx is not None:
-            self._r, self._w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
-        else:
-            self._r, self._w = await asyncio.open_connection(host, port)
-        key = binascii.b2a_base64(os.urandom(16)).strip()
-        hostfield = host if port in (80, 443) else "%s:%d" % (host, port)
-        lines = [
-            "GET %s HTTP/1.1" % path,
-            "Host: " + hostfield,
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            "Sec-WebSocket-Key: " + key.decode(),
-            "Sec-WebSocket-Version: 13",
-        ]
-        for name in headers:
-            lines.append("%s: %s" % (name, headers[name]))
-        lines.append("\r\n")
+        random.seed(struct.unpack("<I", os.urandom(4))[0])  # mask keys: a PRNG seeded from the OS RNG
         try:
-            self._w.write("\r\n".join(lines).encode())
-            await self._w.drain()
-            status = await self._r.readline()
-        except OSError as e:
-            await self._abort()
-            raise WsClosed(CLOSE_ABNORMAL, "connect failed: %s" % e)
-        if b"HTTP/1.1 101" not in status:
-            await self._abort()
-            raise WsClosed(CLOSE_ABNORMAL, "handshake refused: " + status.decode().strip())
-        accept = upgrade = None
-        while True:
-            line = await self._r.readline()
-            if not line or line == b"\r\n":
-                break
-            colon = line.find(b":")
-            if colon > 0:
-                name = line[:colon].strip().lower()
-                value = line[colon + 1 :].strip()
-                if name == b"sec-websocket-accept":
-                    accept = value
-                elif name == b"upgrade":
-                    upgrade = value.lower()
-        expected = binascii.b2a_base64(hashlib.sha1(key + _GUID).digest()).strip()
-        if accept != expected or upgrade != b"websocket":
-            await self._abort()
-            raise WsClosed(CLOSE_PROTOCOL, "bad handshake reply (Sec-WebSocket-Accept/Upgrade)")
+            self._r, self._w = await handshake(url, headers, ssl_context)
+        except HandshakeError as e:
+            raise WsClosed(e.code, e.reason)
         self.open = True
         self._close_sent = False
         self.close_code = None
