@@ -60,3 +60,17 @@ deploy: $(STAMP)
 sim: $(STAMP)
 	@test -n "$(MIC)" || { echo "make sim: set MIC=path/to/16k-mono.wav"; exit 2; }
 	$(BIN)/python tools/sim/run.py --mic "$(MIC)" --server "$(SERVER)" --out "$(OUT)" --mode "$(MODE)" --heap "$(HEAP)"
+
+# ---- bench: benchmarks (tools/bench, docs/performance.md) -------------------------------------------
+# `make bench` drives a real `wren serve` with simulated devices (a few minutes on 2 cores) and prints one
+# table; every number also goes to bench-results/latest.json. `make bench-quick` is the tiny-N smoke run.
+.PHONY: bench bench-quick
+
+bench: $(STAMP)
+	@mkdir -p bench-results
+	$(BIN)/python tools/bench/run_all.py --json bench-results/latest.json
+
+bench-quick: $(STAMP)
+	@mkdir -p bench-results
+	$(BIN)/python tools/bench/run_all.py --quick --json bench-results/quick.json
+# ---- end bench ---------------------------------------------------------------------------------------

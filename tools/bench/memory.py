@@ -70,7 +70,7 @@ async def run_async(server: ServerProcess, steps: list[int], run_id: int = 50) -
 
 
 def run(server: ServerProcess, quick: bool) -> dict:
-    return asyncio.run(run_async(server, [5, 10] if quick else [100, 200]))
+    return asyncio.run(run_async(server, [4, 8] if quick else [100, 200]))
 
 
 async def _warm(server: ServerProcess) -> None:

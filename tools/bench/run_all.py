@@ -88,11 +88,11 @@ def run(quick: bool) -> dict:
     with ServerProcess() as server:
         _phase("turn_latency", lambda: asyncio.run(turn_latency.run(server, quick)), results, timings)
         _phase("memory", lambda: memory.run(server, quick), results, timings)
+        _phase("firmware", lambda: firmware_footprint.run(quick, server), results, timings)
         results["meta"]["server_errors_default_server"] = server.errors()[:10]
     with ServerProcess(env_overrides=dict(concurrency.SERVER_ENV)) as server:
         _phase("concurrency", lambda: concurrency.run(server, quick), results, timings)
     _phase("speech_components", lambda: speech_components(quick), results, timings)
-    _phase("firmware", lambda: firmware_footprint.run(quick), results, timings)
     results["meta"]["phase_seconds"] = timings
     results["meta"]["total_seconds"] = round(time.monotonic() - started, 1)
     results["table"] = table_rows(results)
@@ -218,26 +218,32 @@ def table_rows(res: dict) -> list[dict]:
         if key in sc:
             add(f"speech: {key}", round(sc[key], 3), unit)
     fw = res.get("firmware", {}) or {}
-    if fw.get("status") == "pending":
+    if fw.get("status") != "measured":
+        status = f"{fw.get('status', 'error')}: {fw.get('reason') or fw.get('error') or ''}"[:90]
         rows.append(
             {
                 "metric": "firmware: smallest heap for a full turn",
                 "value": None,
                 "unit": "",
                 "target": "≤ 64 KB",
-                "status": "pending: " + str(fw.get("reason", ""))[:80],
+                "status": status,
             }
         )
     else:
         add(
-            "firmware: smallest heap for a full turn",
+            "firmware: smallest heap for a full turn (-X heapsize=<n>wk)",
             fw.get("min_heap_kb"),
             " KB",
             TARGETS["firmware_heap_kb"],
         )
-        add("firmware: heap high-water mark", fw.get("heap_peak_kb"), " KB")
-        add("firmware: audio-loop time per frame", fw.get("frame_ms"), " ms")
-        add("firmware: allocations per audio frame", fw.get("allocs_per_frame"), "", 0.0, "0")
+        add(
+            "firmware: heap high-water at that heap (host bytes, with garbage)", fw.get("heap_peak_kb"), " KB"
+        )
+        add("firmware: live heap peak after the turn (host bytes)", fw.get("live_peak_kb"), " KB")
+        cost = fw.get("frame_cost", {})
+        add("firmware: uplink steps per 60 ms frame (host CPU)", cost.get("uplink_us_per_frame"), " µs")
+        add("firmware: downlink steps per 60 ms frame (host CPU)", cost.get("downlink_us_per_frame"), " µs")
+        add("firmware: heap bytes allocated per audio frame", fw.get("allocs_per_frame"), " B", 0.0, "0")
     return rows
 
 

@@ -1,0 +1,78 @@
+"""The benchmarks keep working: `run_all.py --quick` (tiny N) against a real `wren serve` measures them all.
+
+Asserts presence and finiteness only, never size: speed lives in `make bench`, not in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench" / "run_all.py"), "--quick", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert out.exists(), proc.stdout[-3000:]
+    return json.loads(out.read_text())
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_no_phase_failed(quick_results: dict) -> None:
+    for phase in ("turn_latency", "memory", "concurrency", "speech_components", "firmware"):
+        assert phase in quick_results
+        assert "error" not in quick_results[phase], (phase, quick_results[phase])
+
+
+def test_every_table_number_is_measured(quick_results: dict) -> None:
+    rows = quick_results["table"]
+    assert len(rows) > 30
+    missing = [r["metric"] for r in rows
+               if not (isinstance(r["value"], str) or _finite(r["value"]))
+               and not r["status"].startswith("pending")]
+    assert not missing, missing
+
+
+def test_turn_latency_measured_every_turn_with_its_server_split(quick_results: dict) -> None:
+    lat = quick_results["turn_latency"]
+    for mode in ("manual", "auto"):
+        assert lat[mode]["answered"] == lat[mode]["turns"] > 0
+        for key in ("asr_finalise", "engine_first_sentence", "tts_first_audio", "encode", "send"):
+            assert lat[mode]["split_ms"][key]["n"] == lat[mode]["answered"], (mode, key)
+    assert _finite(lat["auto"]["silence_window_ms"])
+    assert all(s["answered"] == s["turns"] for s in lat["simultaneous"])
+
+
+def test_concurrency_measured_uplink_lag_from_every_session(quick_results: dict) -> None:
+    for row in quick_results["concurrency"]["rows"]:
+        assert row["connected"] == row["n"]
+        assert row["uplink_lag_ms"]["sessions"] == row["n"]
+        assert row["uplink_lag_ms"]["frames"] > 0
+        assert _finite(row["uplink_lag_ms"]["p99"])
+        assert row["utterances"] == row["answered"] == row["n"]
+
+
+def test_memory_and_firmware_numbers(quick_results: dict) -> None:
+    mem = quick_results["memory"]
+    assert mem["rows"][0]["devices"] == 0
+    assert _finite(mem["per_device_kb"])
+    fw = quick_results["firmware"]
+    if fw.get("status") == "pending":
+        assert fw["reason"]
+    else:
+        assert fw["status"] == "measured", fw
+        assert _finite(fw["min_heap_kb"]) and _finite(fw["frame_cost"]["uplink_us_per_frame"])
