@@ -10,6 +10,7 @@ Measured:
   accept() + finish() calls / audio duration; finish latency = time of finish() after the last chunk
   (what the user waits for once they stop speaking); word accuracy (100 % - word error rate) against
   the spoken text.
+- ASR (vosk, with --vosk-model DIR): the same cost measures for any vosk model folder.
 - TTS (piper): time to first audio chunk and RTF for a short clause and a long sentence.
 - VAD: cost per 60 ms frame of 16 kHz speech (Silero, webrtc).
 - Opus: encode / decode cost per 60 ms mono frame at 16 and 24 kHz (the encoder settings Wren uses).
@@ -70,9 +71,10 @@ def word_errors(reference: str, hypothesis: str) -> int:
     return row[-1]
 
 
-def bench_asr(sentences: list[str]) -> dict[str, float]:
+def bench_asr(sentences: list[str], config: AsrConfig | None = None, prefix: str = "asr") -> dict[str, float]:
+    """Streaming recognition cost; `prefix` names the results (asr_ for pocketsphinx, asr_vosk_ ...)."""
     started = time.perf_counter()
-    engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1))
+    engine = load_asr(config or AsrConfig(engine="pocketsphinx", pool_size=1))
     load_s = time.perf_counter() - started
     chunk = 16000 * FRAME_MS // 1000 * 2
     audio_s = cpu_s = 0.0
@@ -92,14 +94,17 @@ def bench_asr(sentences: list[str]) -> dict[str, float]:
         audio_s += len(pcm) / 2 / 16000
         errors += word_errors(sentence, text)
         words += len(sentence.split())
-    return {
-        "asr_load_s": load_s,
-        "asr_rtf": cpu_s / audio_s,
-        "asr_finish_latency_mean_ms": statistics.mean(finish_latencies) * 1000,
-        "asr_finish_latency_max_ms": max(finish_latencies) * 1000,
-        # Word accuracy (100 - WER), so that a perfect run is a positive number like every other measure.
-        "asr_word_accuracy_pct": 100 * (1 - errors / words),
+    results = {
+        f"{prefix}_load_s": load_s,
+        f"{prefix}_rtf": cpu_s / audio_s,
+        f"{prefix}_finish_latency_mean_ms": statistics.mean(finish_latencies) * 1000,
+        f"{prefix}_finish_latency_max_ms": max(finish_latencies) * 1000,
     }
+    if prefix == "asr":
+        # Word accuracy (100 - WER), so that a perfect run is a positive number like every other measure.
+        # (Not reported for vosk: its model may not even be English.)
+        results["asr_word_accuracy_pct"] = 100 * (1 - errors / words)
+    return results
 
 
 def bench_tts(repeats: int) -> dict[str, float]:
@@ -169,11 +174,15 @@ def bench_opus(frames: int) -> dict[str, float]:
     return out
 
 
-def run(quick: bool) -> dict[str, float]:
+def run(quick: bool, vosk_model: str | None = None) -> dict[str, float]:
     results: dict[str, float] = {}
+    sentences = ASR_SENTENCES[:2] if quick else ASR_SENTENCES
     results.update(bench_opus(frames=50 if quick else 2000))
     results.update(bench_vad(frames=20 if quick else 500))
-    results.update(bench_asr(ASR_SENTENCES[:2] if quick else ASR_SENTENCES))
+    results.update(bench_asr(sentences))
+    if vosk_model:
+        vosk_config = AsrConfig(engine="vosk", model_path=vosk_model, pool_size=1)
+        results.update(bench_asr(sentences, vosk_config, prefix="asr_vosk"))
     results.update(bench_tts(repeats=1 if quick else 3))
     return results
 
@@ -200,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--vosk-model", metavar="DIR", help="also measure vosk with this model folder")
     args = parser.parse_args(argv)
-    results = run(args.quick)
+    results = run(args.quick, args.vosk_model)
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps({"quick": args.quick, "results": results}, indent=2))
