@@ -8,6 +8,7 @@ import pytest
 
 from tests.server.helpers import assert_complete_reply, recognise, speak, words
 from tests.support.device import TestDevice
+from tests.support.spoken import spoken_pcm
 
 # (what the user says, words the server must recognise, words the spoken reply must contain)
 QUESTIONS = [
@@ -98,3 +99,17 @@ async def test_realtime_speech_during_playback_barges_in_and_is_answered(server)
         second = await dev.next_reply(timeout=60)
         assert {"what", "time"} <= words(second.stt or "")
         assert_complete_reply(dev, second)
+
+
+async def test_manual_mode_never_answers_early_a_pause_while_held_keeps_one_utterance(server):
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.connect()
+        await dev.listen_start("manual")
+        await dev.stream_pcm(spoken_pcm("what time is it"))
+        await dev.stream_silence(1500)  # three times the auto-mode silence window, button still held
+        assert not [m for m in dev.json_messages() if m.get("type") in ("stt", "tts")], "answered early"
+        await dev.stream_pcm(spoken_pcm("thank you very much"))
+        await dev.listen_stop()
+        reply = await dev.next_reply(timeout=60)
+        assert {"time", "very", "much"} <= words(reply.stt or ""), reply.stt  # both halves, one turn
+        assert sum(1 for m in dev.json_messages() if m.get("type") == "stt") == 1
