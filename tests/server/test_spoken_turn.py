@@ -113,3 +113,12 @@ async def test_manual_mode_never_answers_early_a_pause_while_held_keeps_one_utte
         reply = await dev.next_reply(timeout=60)
         assert {"time", "very", "much"} <= words(reply.stt or ""), reply.stt  # both halves, one turn
         assert sum(1 for m in dev.json_messages() if m.get("type") == "stt") == 1
+
+
+async def test_uplink_at_24khz_is_decoded_per_the_devices_audio_params(server):
+    """Many boards' codecs run at 24 kHz: 60 ms is 1440 samples there, not 960."""
+    async with TestDevice(server.ws_url, sample_rate=24000, mcp=False) as dev:
+        await dev.connect()
+        await speak(dev, "what day is it", "manual")
+        reply = await dev.next_reply(timeout=60)
+        assert {"what", "day"} <= words(reply.stt or ""), reply.stt
