@@ -80,7 +80,7 @@ async def test_auto_turn_hello_tts_and_relisten_after_drain(device_dir: Path) ->
         await c.speak([pcm_frame(2000)] * 2, paced=False)
         await c.tts("stop")
         finished.set()
-        await ws.wait_closed()
+        await c.drain()
 
     server = await serve(handler)
     port = server.sockets[0].getsockname()[1]
@@ -122,7 +122,7 @@ async def test_hello_without_transport_is_ignored_and_the_device_gives_up(device
         c = Conn(ws)
         await c.hello({"type": "hello", "session_id": "x",
                        "audio_params": {"sample_rate": 16000, "frame_duration": 60}})
-        await ws.wait_closed()
+        await c.drain()
 
     server = await serve(handler)
     port = server.sockets[0].getsockname()[1]
@@ -152,7 +152,7 @@ async def test_manual_push_to_talk_streams_the_mic_and_idles_on_release(device_d
         await c.speak([pcm_frame(1000)] * 3)
         await c.tts("stop")
         finished.set()
-        await ws.wait_closed()
+        await c.drain()
 
     server = await serve(handler)
     port = server.sockets[0].getsockname()[1]
@@ -186,7 +186,7 @@ async def test_button_while_speaking_sends_abort_and_waits_for_tts_stop(device_d
         speaking.cancel()
         await c.tts("stop")  # the device stays speaking until this arrives (§5.2)
         seen["relisten"] = await c.next_json(type="listen", state="start")
-        await ws.wait_closed()
+        await c.drain()
 
     server = await serve(handler)
     port = server.sockets[0].getsockname()[1]
@@ -221,7 +221,7 @@ async def test_server_gone_mid_turn_then_back_reconnects_with_backoff_and_next_t
         await c.speak([pcm_frame(2500)] * 5)
         await c.tts("stop")
         second_done.set()
-        await ws.wait_closed()
+        await c.drain()
 
     server = await serve(handler)
     port = server.sockets[0].getsockname()[1]
@@ -244,3 +244,114 @@ async def test_server_gone_mid_turn_then_back_reconnects_with_backoff_and_next_t
     assert delays[:2] == [500, 1000]  # exponential backoff between attempts
     assert state["connections"] == 2
     assert np.count_nonzero(played(device_dir) == 2500) == 5 * 960  # the next turn was heard in full
+
+
+async def test_silent_channel_counts_as_closed_and_the_next_press_reconnects_with_a_new_hello(
+    device_dir: Path,
+) -> None:
+    hellos: list[dict[str, Any]] = []
+    second = asyncio.Event()
+
+    async def handler(ws) -> None:
+        c = Conn(ws)
+        hellos.append(await c.hello())
+        await c.next_json(type="listen", state="start")
+        if len(hellos) == 2:
+            second.set()
+        await c.drain()  # then silence: no data at all on this connection
+
+    server = await serve(handler)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        # channel_timeout_s stands in for the 120 s of reference §8.3.
+        async with device(device_dir, port, "press@0.3,press@4.5", channel_timeout_s=2) as mp:
+            await mp.until(second)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert "no data for 2 s: treated as closed" in mp.output()
+    assert len(hellos) == 2  # not reused: a new connection and hello
+    assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> idle",
+                               "idle -> connecting", "connecting -> listening"]
+
+
+async def test_button_while_listening_in_auto_mode_closes_the_channel(device_dir: Path) -> None:
+    closed = asyncio.Event()
+
+    async def handler(ws) -> None:
+        c = Conn(ws)
+        await c.hello()
+        await c.next_json(type="listen", state="start")
+        await c.drain()
+        closed.set()
+
+    server = await serve(handler)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with device(device_dir, port, "press@0.3,press@1.5") as mp:
+            await mp.until(closed)
+            await mp.wait_for("lost \\(closed by the device\\): going idle")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> idle"]
+
+
+async def test_realtime_mode_keeps_the_mic_streaming_while_speaking(device_dir: Path) -> None:
+    mic, _pcm = mic_wav(device_dir, seconds=4)
+    seen: dict[str, Any] = {}
+    finished = asyncio.Event()
+
+    async def handler(ws) -> None:
+        c = Conn(ws)
+        await c.hello()
+        seen["start"] = await c.next_json(type="listen", state="start")
+        await c.collect_audio(3)
+        await c.tts("start")
+        before = c.audio_frames
+        await c.speak([pcm_frame(1000)] * 8)  # 480 ms of paced reply
+        await c.collect_audio(3)  # the mic is still streaming during playback
+        seen["during"] = c.audio_frames - before
+        await c.tts("stop")
+        await asyncio.sleep(1.0)
+        seen["messages"] = list(c.messages)
+        finished.set()
+        await c.drain()
+
+    server = await serve(handler)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with device(device_dir, port, "press@0.3", mic=mic, listen_mode="realtime") as mp:
+            await mp.until(finished)
+            assert await mp.finish(30) == 0, mp.output()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert seen["start"]["mode"] == "realtime"
+    assert seen["during"] >= 3
+    # No second listen start: in realtime the mic never stopped (§5.1).
+    assert [m for m in seen["messages"] if m.get("type") == "listen"] == [seen["start"]]
+
+
+async def test_reboot_tool_replies_then_reboots(device_dir: Path) -> None:
+    replies: list[dict[str, Any]] = []
+
+    async def handler(ws) -> None:
+        c = Conn(ws)
+        await c.hello()
+        await c.next_json(type="listen", state="start")
+        await c.send({"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                                                 "params": {"name": "self.reboot", "arguments": {}}}})
+        replies.append(await c.next_json(type="mcp"))
+        await c.drain()
+
+    server = await serve(handler)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with device(device_dir, port, "press@0.3", turns=0) as mp:
+            assert await mp.finish(30) == 3, mp.output()  # the host machine.reset() exits with 3
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert replies[0]["payload"]["result"]["content"][0]["text"] == "true"
+    assert "simulated reboot" in mp.output()

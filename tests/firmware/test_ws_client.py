@@ -247,3 +247,43 @@ async def test_handshake_with_a_wrong_accept_key_is_refused() -> None:
         server.close()
         await server.wait_closed()
     assert "Sec-WebSocket-Accept" in m.group(2)
+
+
+async def test_wss_with_a_self_signed_certificate_echoes(tmp_path) -> None:
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption())
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    echoed: dict = {}
+
+    async def handler(ws: websockets.ServerConnection) -> None:
+        payload = os.urandom(1920)
+        await ws.send(payload)
+        echoed["ok"] = (await ws.recv()) == payload
+        await ws.send("!close")
+        await ws.wait_closed()
+
+    async with websockets.serve(handler, "127.0.0.1", 0, ssl=ctx) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with micropython(str(SCRIPTS / "ws_probe.py"), f"wss://127.0.0.1:{port}/xiaozhi/v1/") as mp:
+            await mp.wait_for("CLOSED-BY-CLIENT")
+    assert echoed["ok"]

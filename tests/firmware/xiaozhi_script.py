@@ -61,6 +61,19 @@ class Conn:
             else:
                 self.messages.append(json.loads(data))
 
+    async def drain(self) -> None:
+        """Keep reading (and collecting) until the device closes: an unread socket would back-pressure
+        the device, and its close frame would never be read."""
+        try:
+            async for data in self.ws:
+                if isinstance(data, bytes):
+                    self.audio += data
+                    self.audio_frames += 1
+                else:
+                    self.messages.append(json.loads(data))
+        except websockets.ConnectionClosed:
+            pass
+
     async def send(self, msg: dict[str, Any] | str) -> None:
         await self.ws.send(msg if isinstance(msg, str) else json.dumps(msg))
 
