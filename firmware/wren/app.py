@@ -1,8 +1,8 @@
 # Boot sequence: config -> board -> Wi-Fi -> optional OTA check -> device state machine.
 import asyncio
+import gc
 
 from wren import VERSION, config, net
-from wren.device import Device
 from wren.hal import make_board
 from wren.info import system_info
 from wren.log import log
@@ -38,7 +38,23 @@ async def main():
         version = state.get("ws_version") or version
     if not url:
         raise ValueError("no server: set server_url or ota_url in config.json")
-    device = Device(cfg, board, identity, url, token, int(version), ssid)
+    version = int(version)
+    # The big audio buffers come before the larger modules are imported: on a small heap a 38 KB
+    # block may no longer be found once code and its compile-time garbage are spread over it.
+    gc.collect()
+    from wren.audio import Downlink, Uplink
+    from wren.codec import make_codec
+    from wren.ws import WebSocket
+
+    codec = make_codec(cfg.get("opus", True))
+    paths = (
+        Uplink(codec, version),
+        Downlink(codec, version, cfg.get("max_downlink_rate", 16000), cfg.get("downlink_buffer_ms", 1200)),
+        WebSocket(max_message=cfg.get("max_message", 8192)),
+    )
+    from wren.device import Device
+
+    device = Device(cfg, board, identity, url, token, version, ssid, codec, paths)
     await device.run()
 
 

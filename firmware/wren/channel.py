@@ -6,13 +6,13 @@ import time
 
 from shared_protocol import messages
 from wren.log import log
-from wren.ws import WebSocket, WsClosed
+from wren.ws import WsClosed
 
 _HELLO_TIMEOUT_MS = 10000  # §3.2: no server hello within 10 s -> give up on this attempt
 
 
 class Channel:
-    def __init__(self, cfg, identity, url, token, version, hello, handler):
+    def __init__(self, cfg, identity, url, token, version, hello, handler, ws):
         # hello: the device hello dict; handler: on_frame(op, data) coroutine, on_closed(why) function.
         self.cfg = cfg
         self.identity = identity
@@ -21,7 +21,7 @@ class Channel:
         self.version = version
         self._device_hello = hello
         self._handler = handler
-        self.ws = WebSocket(max_message=cfg.get("max_message", 8192))
+        self.ws = ws
         self.session_id = ""
         self.ready = False
         self.last_rx = time.ticks_ms()

@@ -12,7 +12,7 @@ from wren.channel import Channel
 from wren.codec import make_codec
 from wren.log import log
 from wren.mcp import McpServer
-from wren.ws import WsClosed
+from wren.ws import WebSocket, WsClosed
 
 IDLE = "idle"
 CONNECTING = "connecting"
@@ -28,7 +28,8 @@ _ALLOWED = {
 
 
 class Device:
-    def __init__(self, cfg, board, identity, url, token, version, ssid=None):
+    def __init__(self, cfg, board, identity, url, token, version, ssid=None, codec=None, paths=None):
+        # paths: (Uplink, Downlink, WebSocket) made early by the caller, or None to make them here.
         self.cfg = cfg
         self.board = board
         self.identity = identity
@@ -36,17 +37,19 @@ class Device:
         self.ssid = ssid
         self.mode = cfg["listen_mode"]
         self.state = IDLE
-        self.codec = make_codec(cfg.get("opus", True))
-        # Buffers first, while the heap is still in one piece (notes §4.4).
-        self.uplink = Uplink(self.codec, version)
-        self.downlink = Downlink(self.codec, version, cfg.get("max_downlink_rate", 16000),
-                                 cfg.get("downlink_buffer_ms", 1200))
+        self.codec = codec or make_codec(cfg.get("opus", True))
+        if paths is None:
+            paths = (Uplink(self.codec, version),
+                     Downlink(self.codec, version, cfg.get("max_downlink_rate", 16000),
+                              cfg.get("downlink_buffer_ms", 1200)),
+                     WebSocket(max_message=cfg.get("max_message", 8192)))
+        self.uplink, self.downlink, ws = paths
         hello = messages.hello_device(
             version=version,
             features={"mcp": True},
             audio_params=messages.audio_params(self.codec.format, MIC_RATE, 1, FRAME_MS),
         )
-        self.channel = Channel(cfg, identity, url, token, version, hello, self)
+        self.channel = Channel(cfg, identity, url, token, version, hello, self, ws)
         self.volume = cfg.get("volume", 70)
         self.downlink.set_volume(self.volume)
         self.mic_open = False

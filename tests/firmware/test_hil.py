@@ -21,7 +21,7 @@ from tests.server.helpers import recognise, words
 from tests.support.spoken import spoken_pcm, write_wav
 
 # Smallest -X heapsize (K words: ~KB on a 32-bit board) a full turn passes with; see docs/firmware.md.
-HEAP_BUDGET = "128wk"
+HEAP_BUDGET = "120wk"
 
 
 @pytest.fixture(scope="module")
