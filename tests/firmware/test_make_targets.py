@@ -69,3 +69,47 @@ def test_targets_without_their_required_variables_explain_themselves() -> None:
     assert "set PORT=" in make("flash").stdout
     assert "set PORT=" in make("deploy").stdout
     assert "set MIC=" in make("sim").stdout
+
+
+async def test_make_sim_runs_a_turn_against_a_server_and_reports_the_heap(tmp_path: Path) -> None:
+    import asyncio
+
+    import numpy as np
+
+    from tests.firmware.xiaozhi_script import Conn, pcm_frame, serve
+    from tests.support.spoken import write_wav
+
+    async def handler(ws) -> None:
+        c = Conn(ws)
+        await c.hello()
+        await c.next_json(type="listen", state="start")
+        await c.collect_audio(5)
+        await c.tts("start")
+        await c.speak([pcm_frame(1234)] * 5)
+        await c.tts("stop")
+        await c.drain()
+
+    mic = write_wav(tmp_path / "q.wav", (np.ones(16000, dtype="<i2") * 500).tobytes(), 16000)
+    out = tmp_path / "reply.wav"
+    server = await serve(handler)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "make", "--no-print-directory", "sim", f"MIC={mic}", f"SERVER=ws://127.0.0.1:{port}/xiaozhi/v1/",
+            f"OUT={out}", "STAMP=",
+            cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            stdout, _ = await asyncio.wait_for(proc.communicate(), 60)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    finally:
+        server.close()
+        await server.wait_closed()
+    text = stdout.decode()
+    assert proc.returncode == 0, text
+    assert "micropython -X heapsize=160wk" in text
+    assert "sim: exit 0" in text and "heap: high-water" in text
+    assert out.stat().st_size == 44 + 5 * 1920
