@@ -27,8 +27,8 @@ def test_streaming_recognition_of_commands_fed_in_60ms_chunks(pocketsphinx_engin
 @pytest.mark.parametrize("sentence", list(COMMANDS))
 def test_first_utterance_of_a_fresh_engine_is_recognised(sentence):
     """A brand-new decoder's cepstral mean starts from the speech prior, not the model's cold default,
-    so the very first turn of a session decodes like later ones (cold, "what can you do" came out as
-    "what he needed")."""
+    so the very first turn of a session decodes like later ones (from the cold default, "what can you do"
+    came out as "what did you did")."""
     engine = PocketsphinxEngine(pool_size=1)
     text = recognise(engine, spoken(sentence))
     assert COMMANDS[sentence] <= set(text.split()), text

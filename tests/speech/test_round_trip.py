@@ -8,19 +8,21 @@ import pytest
 from wren.speech.codec import encode_stream, make_decoder, make_encoder
 from wren.speech.resample import Resampler
 
-from tests.speech.conftest import CHUNK_60MS_16K
+from tests.speech.conftest import CHUNK_60MS_16K, deterministic_voice
 
 CASES = {
     "Set the volume to thirty.": {"volume", "thirty"},
     "What time is it?": {"what", "time"},
+    "What can you do?": {"what", "can", "you", "do"},
 }
 
 
 @pytest.mark.parametrize("sentence", list(CASES))
-def test_piper_through_opus_24k_and_back_is_recognised(piper_engine, pocketsphinx_engine, sentence):
-    to_device = Resampler(piper_engine.sample_rate, 24000)
+def test_piper_through_opus_24k_and_back_is_recognised(pocketsphinx_engine, sentence):
+    voice = deterministic_voice()  # repeatable: piper's natural output varies from run to run
+    to_device = Resampler(voice.sample_rate, 24000)
     encoder = make_encoder("opus", 24000, 60, 24000)
-    pcm24 = b"".join(to_device.process(chunk) for chunk in piper_engine.synthesize(sentence))
+    pcm24 = b"".join(to_device.process(chunk) for chunk in voice.synthesize(sentence))
     pcm24 += to_device.flush()
     packets = list(
         encode_stream(encoder, bytes(24000 * 2 * 300 // 1000) + pcm24 + bytes(24000 * 2 * 300 // 1000))

@@ -48,9 +48,16 @@ def _load_voice(model: Path, config: Path, threads: int) -> object:
 class PiperEngine:
     name = "piper"
 
-    def __init__(self, voice_path: str = "", length_scale: float = 1.0, threads: int = 0) -> None:
+    def __init__(
+        self, voice_path: str = "", length_scale: float = 1.0, threads: int = 0, deterministic: bool = False
+    ) -> None:
+        """`deterministic` turns off piper's sampling noise (noise_scale, noise_w_scale = 0): the same text
+        then always gives the same audio, slightly flatter. Tests and benchmarks use it to be repeatable;
+        the server keeps the voice's natural variation."""
         from piper import SynthesisConfig
 
+        if length_scale <= 0:
+            raise TtsError(f"tts.length_scale must be > 0, got {length_scale}")
         if voice_path:
             model = Path(voice_path)
             config = Path(f"{voice_path}.json")
@@ -67,11 +74,10 @@ class PiperEngine:
             raise TtsError(f"piper failed to load {model}: {exc}") from exc
         self.voice_path = str(model)
         self.sample_rate: int = self.voice.config.sample_rate
-        if length_scale <= 0:
-            raise TtsError(f"tts.length_scale must be > 0, got {length_scale}")
         # Config length_scale is a multiplier on the voice's own (1.0 = the voice as trained; 1.2 = slower).
         voice_scale = self.voice.config.length_scale or 1.0
-        self._syn_config = SynthesisConfig(length_scale=voice_scale * length_scale)
+        noise = {"noise_scale": 0.0, "noise_w_scale": 0.0} if deterministic else {}
+        self._syn_config = SynthesisConfig(length_scale=voice_scale * length_scale, **noise)
         log.info("piper: voice %s loaded in %.2f s", model.name, time.perf_counter() - started)
 
     def synthesize(self, text: str) -> Iterator[bytes]:
