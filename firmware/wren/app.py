@@ -3,7 +3,7 @@ import asyncio
 import gc
 
 from wren import VERSION, config, net
-from wren.hal import make_board
+from wren.hal import make_board, on_fatal
 from wren.info import system_info
 from wren.log import log
 
@@ -61,5 +61,7 @@ async def main():
 def run():
     try:
         asyncio.run(main())
+    except Exception as e:
+        on_fatal(e)
     finally:
         asyncio.new_event_loop()

@@ -121,8 +121,8 @@ class Device:
                 self.on_closed("closed by the device")
             elif s == SPEAKING:
                 await self.channel.send(messages.abort(self.session_id))  # button abort: no reason (§5.2)
+                self.downlink.flush()  # stop talking now; the state waits for the server's tts stop
                 if self.mode == "manual":  # push-to-talk: abort and listen at once
-                    self.downlink.flush()
                     await self._start_listening()
         elif kind == "release" and s == LISTENING and self.mode == "manual":
             self._mic(False)

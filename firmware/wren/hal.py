@@ -2,8 +2,8 @@
 import sys
 
 if sys.platform == "esp32":
-    from hal.esp32.board import make_board
+    from hal.esp32.board import make_board, on_fatal
 else:
-    from hal.host.board import make_board
+    from hal.host.board import make_board, on_fatal
 
-__all__ = ["make_board"]
+__all__ = ["make_board", "on_fatal"]

@@ -355,3 +355,30 @@ async def test_reboot_tool_replies_then_reboots(device_dir: Path) -> None:
         await server.wait_closed()
     assert replies[0]["payload"]["result"]["content"][0]["text"] == "true"
     assert "simulated reboot" in mp.output()
+
+
+async def test_stdin_button_starts_a_conversation(device_dir: Path) -> None:
+    started = asyncio.Event()
+
+    async def handler(ws) -> None:
+        c = Conn(ws)
+        await c.hello()
+        await c.next_json(type="listen", state="start", mode="auto")
+        started.set()
+        await c.drain()
+
+    server = await serve(handler)
+    port = server.sockets[0].getsockname()[1]
+    env = write_config(device_dir, server_url=f"ws://127.0.0.1:{port}/xiaozhi/v1/")
+    env.update(WREN_SIM_BUTTON="stdin")
+    try:
+        async with micropython(str(FIRMWARE / "main.py"), env=env, cwd=device_dir, stdin=True) as mp:
+            await mp.wait_for("device: ready")
+            assert mp.proc.stdin is not None
+            mp.proc.stdin.write(b"c\n")
+            await mp.proc.stdin.drain()
+            await mp.until(started)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert "button: press (simulated)" in mp.output()

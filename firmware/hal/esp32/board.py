@@ -119,3 +119,11 @@ class Esp32Board:
 
 def make_board(cfg):
     return Esp32Board(cfg)
+
+
+def on_fatal(exc):
+    # An unattended device should come back by itself: print why, then reboot after a pause.
+    sys.print_exception(exc)
+    log("boot", "fatal error; rebooting in 10 s")
+    time.sleep(10)
+    machine.reset()

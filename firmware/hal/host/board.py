@@ -71,12 +71,12 @@ class Button:
 
     def _fire(self, callback, kind):
         if kind == "click":
-            log("button", "press (script)")
+            log("button", "press (simulated)")
             callback("press")
-            log("button", "release (script)")
+            log("button", "release (simulated)")
             callback("release")
         else:
-            log("button", kind, "(script)")
+            log("button", kind, "(simulated)")
             callback(kind)
 
 
@@ -140,3 +140,7 @@ class HostBoard:
 
 def make_board(cfg):
     return HostBoard(cfg)
+
+
+def on_fatal(exc):
+    raise exc  # the simulation stops with the traceback and a non-zero exit status
