@@ -1,0 +1,34 @@
+# Exercises firmware/hal/esp32 on the host with recording stand-ins for machine/neopixel/esp.
+import asyncio
+import json
+import sys
+
+import machine
+from hal.esp32 import board as esp32_board
+
+board_name = sys.argv[1]
+b = esp32_board.make_board({"board": board_name})
+spk = b.speaker(24000)
+same = b.speaker(24000) is spk
+b.speaker(16000)
+b.led.set_rgb(255, 0, 0)
+events = []
+
+
+async def main():
+    b.button.start(events.append)
+    await asyncio.sleep_ms(10)
+    pin = b.button.pin
+    pin.level = 0  # pressed (active low) ...
+    pin.handler(pin)
+    pin.handler(pin)  # ... with contact bounce
+    await asyncio.sleep_ms(80)
+    pin.level = 1
+    pin.handler(pin)
+    await asyncio.sleep_ms(80)
+
+
+asyncio.run(main())
+out = {"log": [list(x) for x in machine.log], "same_speaker": same, "events": events, "info": b.info(),
+       "buffer_ms": b.speaker_buffer_ms}
+print("PROBE " + json.dumps(out))
