@@ -138,7 +138,7 @@ def run(quick: bool, server: ServerProcess | None = None) -> dict:
                     "tries": tries,
                 }
             lo, hi = 8, 160  # lo: assumed failing, hi: passing
-            step = 32 if quick else 2
+            step = 32 if quick else 4
             best = default
             while hi - lo > step:
                 mid = (lo + hi) // 2

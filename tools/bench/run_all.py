@@ -19,6 +19,7 @@ import asyncio
 import datetime
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def run(quick: bool) -> dict:
         _phase("concurrency", lambda: concurrency.run(server, quick), results, timings)
     _phase("speech_components", lambda: speech_components(quick), results, timings)
     results["meta"]["phase_seconds"] = timings
+    results["meta"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["meta"]["total_seconds"] = round(time.monotonic() - started, 1)
     results["table"] = table_rows(results)
     return results

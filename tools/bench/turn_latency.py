@@ -216,8 +216,8 @@ async def run(server: ServerProcess, quick: bool) -> dict:
     count = 3 if quick else len(SENTENCES)
     out: dict[str, Any] = {}
     out["manual"] = await single_device(server, "manual", count, run=1)
-    out["auto"] = await single_device(server, "auto", 1 if quick else 12, run=2)
-    plan = [(1, 1), (2, 1)] if quick else [(1, 6), (5, 3), (10, 2)]
+    out["auto"] = await single_device(server, "auto", 1 if quick else 8, run=2)
+    plan = [(1, 1), (2, 1)] if quick else [(1, 4), (5, 2), (10, 2)]
     out["simultaneous"] = [await simultaneous(server, k, rounds, run=10 + k) for k, rounds in plan]
     return out
 
