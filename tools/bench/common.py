@@ -210,8 +210,11 @@ class ServerProcess:
         self.log_path = tmp / "server.log"
         env = {**os.environ, "WREN_SERVER_DATA_DIR": str(tmp / "data"), **self.env_overrides}
         env.pop("WREN_CONFIG", None)
+        # WREN_BENCH_SERVER_TREE: serve from another checkout (e.g. `git archive <commit>` unpacked), so a
+        # run measures a known commit rather than whatever the working tree holds right now.
+        tree = Path(os.environ.get("WREN_BENCH_SERVER_TREE") or REPO)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in [str(REPO / "server"), str(REPO), env.get("PYTHONPATH", "")] if p
+            p for p in [str(tree / "server"), str(tree), env.get("PYTHONPATH", "")] if p
         )
         stdout_path = tmp / "stdout.txt"
         self._stdout = open(stdout_path, "w")  # noqa: SIM115 - lives as long as the server
