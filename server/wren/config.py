@@ -69,6 +69,9 @@ class VadConfig:
     preroll_ms: int = 300
     max_utterance_s: float = 20.0
     no_speech_timeout_s: float = 8.0  # auto mode: listening this long with no speech is an empty turn
+    # Silero: windows quieter than this (RMS, dBFS) with nothing louder in the last 0.5 s score 0.0 without
+    # running the model (room silence costs microseconds); -200 disables the gate. See wren.speech.vad.
+    energy_gate_dbfs: float = -55.0
 
 
 @dataclass
@@ -76,7 +79,10 @@ class AsrConfig:
     engine: str = "pocketsphinx"  # pocketsphinx or vosk
     model_path: str = ""  # vosk: a model folder; pocketsphinx: empty = bundled en-US
     language: str = "en-US"
-    pool_size: int = 2  # recognisers kept warm; more are created on demand
+    pool_size: int = 2  # recognisers kept warm (per worker process); more are created on demand
+    # Worker processes that run the recognisers off the server's GIL (default min(2, CPU count));
+    # 0 = in the server process. See wren.speech.asr.process_engine.
+    workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
 
 
 @dataclass

@@ -53,7 +53,7 @@ def spoken(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms: int
 
 @pytest.fixture(scope="session")
 def pocketsphinx_engine():
-    return load_asr(AsrConfig(engine="pocketsphinx", pool_size=2))
+    return load_asr(AsrConfig(engine="pocketsphinx", pool_size=2, workers=0))  # in-process: tests see inside
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ def _korean_model_path() -> str:
 
 @pytest.fixture(scope="module")
 def vosk_engine():
-    return load_asr(AsrConfig(engine="vosk", model_path=_korean_model_path(), pool_size=1))
+    return load_asr(AsrConfig(engine="vosk", model_path=_korean_model_path(), pool_size=1, workers=0))
 
 
 def test_korean_model_loads_for_real(vosk_engine):

@@ -7,10 +7,17 @@ Why the recogniser is opened only at speech onset: ASR recognisers are the expen
 resource; 200 idle devices (or devices streaming silence) hold none. A pre-roll ring buffer keeps the
 audio just before onset (`vad.preroll_ms`, plus the `min_speech_ms` that confirmed it), so the first
 syllable reaches the recogniser too (reference §9.1, xinnan PR #338).
+
+The recogniser is opened with `speaker=<device id>`, so pocketsphinx starts from the cepstral mean this
+device's previous utterance ended with (its microphone and room), not from another device's.
+
+A recogniser that fails (`AsrError`, e.g. its ASR worker process died) ends only that utterance's words:
+VAD and the turn go on, and `finish()` returns no text, so the session takes its normal no-text path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -19,6 +26,7 @@ from typing import Any
 
 from wren.config import VadConfig
 from wren.session.state import ListenMode
+from wren.speech.asr import AsrError
 from wren.speech.resample import Resampler
 
 log = logging.getLogger(__name__)
@@ -42,8 +50,11 @@ class CaptureResult:
 
 
 class UtteranceCapture:
-    def __init__(self, speech: Any, vad_config: VadConfig, decoder: Any, device_rate: int) -> None:
+    def __init__(
+        self, speech: Any, vad_config: VadConfig, decoder: Any, device_rate: int, speaker: str | None = None
+    ) -> None:
         self._speech = speech
+        self._speaker = speaker  # the device id: per-device ASR adaptation
         self._cfg = vad_config
         self._decoder = decoder
         self._device_rate = device_rate
@@ -65,6 +76,7 @@ class UtteranceCapture:
         self._speech_ms = 0.0  # since onset
         self._no_speech_reported = False
         self._ended = False
+        self.asr_failed = False  # the recogniser failed during this utterance: no words for it
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -81,6 +93,8 @@ class UtteranceCapture:
         if self._asr is not None:
             try:
                 self._asr.close()
+            except AsrError as exc:  # a recogniser that cannot be released is already gone
+                log.warning("releasing the recogniser failed: %s", exc)
             finally:
                 self._asr = None
         if self._vad is not None:
@@ -97,7 +111,10 @@ class UtteranceCapture:
         heard = self.heard_speech
         audio_ms = int(self._audio_ms)
         if self._asr is not None:
-            text = self._asr.finish().strip()
+            try:
+                text = self._asr.finish().strip()
+            except AsrError as exc:
+                log.warning("speech recognition failed at the end of the utterance: %s", exc)
         self.abandon()
         return CaptureResult(heard, text, audio_ms)
 
@@ -116,8 +133,8 @@ class UtteranceCapture:
         self._audio_ms += chunk_ms
         events: list[CaptureEvent] = []
         if self._asr is not None:
-            self._asr.accept(pcm16)
-        else:
+            self._accept(pcm16)
+        elif not self.heard_speech:
             self._remember(pcm16)
         window_ms = self._vad.window_ms
         for probability in self._vad.process(pcm16):
@@ -164,8 +181,28 @@ class UtteranceCapture:
 
     def _onset(self) -> None:
         self.heard_speech = True
-        self._asr = self._speech.asr.open_stream()
+        try:
+            self._asr = self._speech.asr.open_stream(speaker=self._speaker)
+        except AsrError as exc:
+            self._asr_lost(exc)
         for chunk in self._preroll:  # the audio before and during onset confirmation
-            self._asr.accept(chunk)
+            if self._asr is not None:
+                self._accept(chunk)
         self._preroll.clear()
         self._preroll_bytes = 0
+
+    def _accept(self, pcm16: bytes) -> None:
+        assert self._asr is not None
+        try:
+            self._asr.accept(pcm16)
+        except AsrError as exc:
+            self._asr_lost(exc)
+
+    def _asr_lost(self, exc: AsrError) -> None:
+        """Go on without words for this utterance; the next utterance opens a fresh recogniser."""
+        log.warning("speech recognition failed mid-utterance (the turn will have no text): %s", exc)
+        self.asr_failed = True
+        if self._asr is not None:
+            with contextlib.suppress(AsrError):
+                self._asr.close()
+            self._asr = None

@@ -354,7 +354,8 @@ class DeviceSession:
         self.touch()
         if self.capture is not None:
             await self._in_listen_executor(self.capture.abandon)
-        self.capture = UtteranceCapture(self.services.speech, self.config.vad, decoder, params["sample_rate"])
+        self.capture = UtteranceCapture(self.services.speech, self.config.vad, decoder, params["sample_rate"],
+                                        speaker=self.identity.device_id)
         log.info("%s: hello (protocol v%d, uplink %s %d Hz/%d ms, downlink %s %d Hz/%d ms), session %s",
                  self.name, self.protocol_version, params["format"], params["sample_rate"],
                  params["frame_duration"], self.downlink.format, self.downlink.sample_rate,

@@ -2,7 +2,8 @@
 
 `SpeechStack.load(config)` loads VAD, ASR and TTS (logging each load time). Codec, resampler and sentence
 splitter are cheap per-stream objects: `wren.speech.codec`, `wren.speech.resample`, `wren.speech.sentences`.
-All engine calls are blocking CPU work: run them in the server's executor.
+All engine calls are blocking CPU work: run them in the server's executor. ASR runs in worker processes by
+default (`asr.workers`); `SpeechStack.close()` stops them (they also never outlive this process).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from wren.config import Config
-from wren.speech.asr import AsrEngine, load_asr
+from wren.speech.asr import AsrEngine, close_asr, load_asr
 from wren.speech.tts import TtsEngine, load_tts
 from wren.speech.vad import VadModel, load_vad
 
@@ -41,6 +42,10 @@ class SpeechStack:
         asr = timed("asr", load_asr, config.asr)
         tts = timed("tts", load_tts, config.tts)
         return cls(vad=vad, asr=asr, tts=tts, load_seconds=timings)
+
+    def close(self) -> None:
+        """Stop what runs outside this process (ASR worker processes). Idempotent."""
+        close_asr(self.asr)
 
 
 __all__ = ["SpeechStack"]

@@ -42,8 +42,23 @@ class AsrEngine(Protocol):
     def open_stream(self, speaker: str | None = None) -> AsrStream: ...
 
 
+def close_asr(engine: object) -> None:
+    """Release what an engine holds outside this process (worker processes); in-process engines: nothing."""
+    close = getattr(engine, "close", None)
+    if callable(close):
+        close()
+
+
 def load_asr(config: AsrConfig) -> AsrEngine:
+    """The configured engine; with `config.workers > 0` it runs in that many worker processes
+    (`wren.speech.asr.process_engine`), with 0 in this process."""
     engine = config.engine.lower()
+    if engine not in ("pocketsphinx", "vosk"):
+        raise AsrError(f"unknown ASR engine {config.engine!r} (pocketsphinx or vosk)")
+    if config.workers > 0:
+        from wren.speech.asr.process_engine import ProcessAsrEngine
+
+        return ProcessAsrEngine(config, workers=config.workers)
     if engine == "pocketsphinx":
         from wren.speech.asr.pocketsphinx_engine import PocketsphinxEngine
 
@@ -57,4 +72,4 @@ def load_asr(config: AsrConfig) -> AsrEngine:
     raise AsrError(f"unknown ASR engine {config.engine!r} (pocketsphinx or vosk)")
 
 
-__all__ = ["AsrEngine", "AsrError", "AsrStream", "load_asr"]
+__all__ = ["AsrEngine", "AsrError", "AsrStream", "close_asr", "load_asr"]

@@ -110,6 +110,11 @@ class PocketsphinxEngine:
                     return cmn
         return self.cmn_prior
 
+    def speaker_cmn(self, speaker: str) -> str | None:
+        """The mean `speaker`'s last utterance ended with, if remembered (passed between processes)."""
+        with self._speakers_lock:
+            return self._speaker_cmn.get(speaker)
+
     def remember_cmn(self, speaker: str, cmn: str) -> None:
         with self._speakers_lock:
             self._speaker_cmn[speaker] = cmn
