@@ -264,14 +264,39 @@ def print_table(res: dict) -> None:
         print(f"{r['metric']:<{width}}  {value:>12}  {r['target']:>10}  {r['status']}")
 
 
+def markdown_table(res: dict) -> str:
+    meta, m = res["meta"], res["meta"]["machine"]
+    lines = [
+        f"Measured {meta['date_utc']} on {m['cores']} cores ({m['cpu']}, {m['memory_gb']} GB), Python "
+        f"{m['python']}, commit {meta.get('commit', '?')}, `{meta['command']}` "
+        f"({meta.get('total_seconds')} s; load average {m['load_avg_at_start'][0]} at start, "
+        f"{meta.get('load_avg_at_end', ['?'])[0]} at end).",
+        "",
+        "| Metric | Measured | Target | Status |",
+        "|---|---:|---:|---|",
+    ]
+    for r in res["table"]:
+        value = r["value"] if isinstance(r["value"], str) else fmt(r["value"], r["unit"])
+        lines.append(f"| {r['metric']} | {value} | {r['target']} | {r['status']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny-N smoke version of every phase")
     parser.add_argument("--json", help="write every number here")
+    parser.add_argument("--markdown", help="also write the table as Markdown here")
+    parser.add_argument("--from-json", help="do not run: re-print the table of a saved --json result")
     args = parser.parse_args()
-    res = run(args.quick)
+    if args.from_json:
+        res = json.loads(Path(args.from_json).read_text())
+        res["table"] = table_rows(res)
+    else:
+        res = run(args.quick)
+        write_json(args.json, res)
     print_table(res)
-    write_json(args.json, res)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown_table(res))
     return 0
 
 
