@@ -81,6 +81,7 @@ def run(quick: bool) -> dict:
         "machine": machine(),
         "command": "make bench-quick" if quick else "make bench",
         "quick": quick,
+        "server_tree": os.environ.get("WREN_BENCH_SERVER_TREE") or str(REPO),
     }
     with contextlib.suppress(OSError):
         results["meta"]["commit"] = subprocess.run(
