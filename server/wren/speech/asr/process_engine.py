@@ -135,7 +135,8 @@ class _Worker:
         ctx = multiprocessing.get_context(START_METHOD)
         self.conn, child_conn = ctx.Pipe(duplex=True)
         self.process = ctx.Process(
-            _worker_main, args=(child_conn, engine.worker_config), name=f"wren-asr-{index}", daemon=True
+            target=_worker_main, args=(child_conn, engine.worker_config), name=f"wren-asr-{index}",
+            daemon=True,  # multiprocessing terminates daemonic children when this process exits
         )
         self.process.start()
         child_conn.close()  # only the child holds its end: a dead child means EOF here
