@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import pickle
 import random
@@ -226,18 +227,28 @@ def run_n(server: ServerProcess, n: int, speak_span_s: float, run_id: int, packe
             )
         )
     server_proc = psutil.Process(server.pid)
+
+    def cpu() -> tuple[float, float]:
+        """CPU seconds of the server process and of its children (ASR worker processes)."""
+        main = sum(server_proc.cpu_times()[:2])
+        kids = 0.0
+        for child in server_proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                kids += sum(child.cpu_times()[:2])
+        return main, kids
+
     rss_peak = server.rss_bytes()
     cpu_start = cpu_end = None
     while any(p.poll() is None for p in procs):
         now = time.monotonic()
         if cpu_start is None and now >= t0:
-            cpu_start = (now, sum(server_proc.cpu_times()[:2]))
+            cpu_start = (now, *cpu())
         if cpu_start is not None and cpu_end is None and now >= window_end:
-            cpu_end = (now, sum(server_proc.cpu_times()[:2]))
+            cpu_end = (now, *cpu())
         rss_peak = max(rss_peak, server.rss_bytes())
         time.sleep(0.25)
     if cpu_end is None:
-        cpu_end = (time.monotonic(), sum(server_proc.cpu_times()[:2]))
+        cpu_end = (time.monotonic(), *cpu())
     results = []
     for w, p in enumerate(procs):
         path = tmp / f"result{w}.json"
@@ -305,9 +316,9 @@ def _aggregate(
     p99 = out["end_of_speech_to_stt_ms"]
     p99["p99"] = percentile([ms(d["stt_at"] - d["end_of_speech"]) for d in spoke if "stt_at" in d], 99)
     if cpu_start and cpu_end and cpu_end[0] > cpu_start[0]:
-        out["server_cpu_pct_of_one_core"] = round(
-            (cpu_end[1] - cpu_start[1]) / (cpu_end[0] - cpu_start[0]) * 100
-        )
+        span = cpu_end[0] - cpu_start[0]
+        out["server_cpu_pct_of_one_core"] = round((cpu_end[1] - cpu_start[1]) / span * 100)
+        out["asr_workers_cpu_pct_of_one_core"] = round((cpu_end[2] - cpu_start[2]) / span * 100)
     return out
 
 

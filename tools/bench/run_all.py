@@ -195,7 +195,16 @@ def table_rows(res: dict) -> list[dict]:
         )
         rows[-1]["status"] = "met" if row["answered"] == row["utterances"] == n else "MISSED"
         add(f"N={n} streaming: end of speech → stt p99", _get(row, "end_of_speech_to_stt_ms", "p99"), " ms")
-        add(f"N={n} streaming: server CPU (% of one core)", row.get("server_cpu_pct_of_one_core"), " %")
+        add(
+            f"N={n} streaming: server process CPU (% of one core)",
+            row.get("server_cpu_pct_of_one_core"),
+            " %",
+        )
+        add(
+            f"N={n} streaming: ASR worker processes CPU (% of one core)",
+            row.get("asr_workers_cpu_pct_of_one_core"),
+            " %",
+        )
     mem = res.get("memory", {})
     for r in mem.get("rows", []) or []:
         add(f"server RSS, {r['devices']} idle devices", r["rss_mb"], " MB")
