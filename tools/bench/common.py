@@ -259,10 +259,17 @@ class ServerProcess:
                 return children[0].pid
         return self.proc.pid
 
-    def rss_bytes(self) -> int:
+    def rss_bytes(self, with_children: bool = False) -> int:
+        """RSS of the server process (with_children: plus its ASR worker processes)."""
         import psutil
 
-        return int(psutil.Process(self.pid).memory_info().rss)
+        proc = psutil.Process(self.pid)
+        total = proc.memory_info().rss
+        if with_children:
+            for child in proc.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    total += child.memory_info().rss
+        return int(total)
 
     def cpu_seconds(self) -> float:
         import psutil

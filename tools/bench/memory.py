@@ -44,7 +44,13 @@ async def run_async(server: ServerProcess, steps: list[int], run_id: int = 50) -
         async with gate:
             await dev.connect(timeout=30)
 
-    rows = [{"devices": 0, "rss_mb": round(await _rss(server, 1.0), 1)}]
+    rows = [
+        {
+            "devices": 0,
+            "rss_mb": round(await _rss(server, 1.0), 1),
+            "with_asr_workers_mb": round(server.rss_bytes(with_children=True) / MB, 1),
+        }
+    ]
     for target in steps:
         new = [TestDevice(server.ws_url, device_id(run_id, i)) for i in range(len(devices), target)]
         devices.extend(new)

@@ -206,6 +206,8 @@ def table_rows(res: dict) -> list[dict]:
             " %",
         )
     mem = res.get("memory", {})
+    if mem.get("rows") and "with_asr_workers_mb" in mem["rows"][0]:
+        add("server RSS incl. ASR worker processes, 0 devices", mem["rows"][0]["with_asr_workers_mb"], " MB")
     for r in mem.get("rows", []) or []:
         add(f"server RSS, {r['devices']} idle devices", r["rss_mb"], " MB")
     add(
