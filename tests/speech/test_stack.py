@@ -6,6 +6,7 @@ import pytest
 from wren.config import Config
 from wren.speech import SpeechStack
 from wren.speech.asr import AsrError
+from wren.speech.asr.process_engine import ProcessAsrEngine
 from wren.speech.vad import WebrtcVadModel
 
 
@@ -17,15 +18,24 @@ def test_stack_loads_the_default_offline_engines_once_and_logs_load_times(caplog
     assert set(stack.load_seconds) == {"vad", "asr", "tts"}
     assert all(seconds > 0 for seconds in stack.load_seconds.values())
     assert any("asr (pocketsphinx) loaded in" in r.getMessage() for r in caplog.records)
+    assert isinstance(stack.asr, ProcessAsrEngine)  # off the server's GIL by default
+    workers = stack.asr.worker_pids
+    assert len(workers) == Config().asr.workers
+    stack.close()
+    stack.close()  # idempotent
+    with pytest.raises(AsrError):
+        stack.asr.open_stream()
 
 
 def test_stack_follows_the_config_sections():
     config = Config()
     config.vad.engine = "webrtc"
     config.asr.pool_size = 1
+    config.asr.workers = 0
     stack = SpeechStack.load(config)
     assert isinstance(stack.vad, WebrtcVadModel)
     assert stack.asr.pool.idle == 1
+    stack.close()  # nothing outside the process: a no-op
 
 
 def test_a_bad_engine_name_fails_at_load_not_at_first_use():

@@ -149,12 +149,17 @@ class SileroVadStream:
     def process(self, pcm16k: bytes) -> list[float]:
         if self._closed:
             raise RuntimeError("VadStream used after close()")
+        windows = self._buffer.windows(pcm16k)
+        if not windows:
+            return []
         model = self._model
+        # One conversion and one energy computation for all the windows of this call.
+        block = np.frombuffer(b"".join(windows), dtype="<i2").astype(np.float32)
+        block = block.reshape(len(windows), SileroVadModel.window_samples) * np.float32(1 / 32768)
+        mean_squares = (np.einsum("ij,ij->i", block, block) / SileroVadModel.window_samples).tolist()
         probabilities = []
-        for window in self._buffer.windows(pcm16k):
-            samples = np.frombuffer(window, dtype="<i2").astype(np.float32) * (1 / 32768)
-            loud = float(np.dot(samples, samples)) / len(samples) >= model.gate_mean_square
-            if loud:
+        for samples, mean_square in zip(block, mean_squares, strict=True):
+            if mean_square >= model.gate_mean_square:
                 if self._gate_open_for == 0:
                     self._prime_with_gated_windows()
                 self._gate_open_for = GATE_HANGOVER_WINDOWS + 1

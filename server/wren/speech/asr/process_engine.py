@@ -6,9 +6,11 @@ uplink handling fell ≈16 s behind on a 2-core box. A worker process has its ow
 
 Shape:
 - `ProcessAsrEngine(config, workers)` starts `workers` processes with the "spawn" start method (never fork a
-  threaded server). Each loads the real engine once (`load_asr` with `workers = 0`) with its own warm pool
-  (`ceil(pool_size / workers)` recognisers, so the whole server keeps `pool_size` warm as before) and then
-  serves requests from one pipe, one at a time, in arrival order.
+  threaded server; as with any spawn, the main script must guard its entry point with
+  `if __name__ == "__main__":`, because the worker imports it). Each loads the real engine once
+  (`load_asr` with `workers = 0`) with its own warm pool (`ceil(pool_size / workers)` recognisers, so the
+  whole server keeps `pool_size` warm as before) and then serves requests from one pipe, one at a time, in
+  arrival order.
 - `open_stream(speaker)` picks the worker with the fewest open streams and returns a `ProcessAsrStream`
   proxy. `accept(pcm)` only writes to the pipe (no round trip per frame; a full pipe blocks the caller, which
   is the back-pressure we want); `partial()`/`finish()` send a request with an id and wait for the reply,
