@@ -111,6 +111,18 @@ def test_a_speakers_channel_adaptation_follows_it_to_any_worker(process_engine):
     assert process_engine.speaker_cmn("kitchen") != cmn  # adapted further on the other worker
 
 
+def test_a_stream_dropped_without_close_is_released_in_the_worker(process_engine):
+    stream = process_engine.open_stream()
+    stream.accept(spoken("what time is it")[:CHUNK_60MS_16K])
+    worker, sid = stream._worker, stream.sid
+    assert worker.request("partial", sid) == ""  # the worker holds it
+    del stream  # never closed (a bug elsewhere): the worker must not keep its recogniser forever
+    assert sid in worker.dropped
+    with pytest.raises(AsrError, match="unknown ASR stream"):  # the next message carried the release
+        worker.request("partial", sid)
+    assert sid not in worker.dropped
+
+
 def test_killing_a_worker_mid_stream_fails_that_stream_and_the_next_stream_works():
     engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1, workers=1))
     try:

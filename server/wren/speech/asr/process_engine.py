@@ -37,7 +37,7 @@ import signal
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, replace
@@ -145,6 +145,9 @@ class _Worker:
         self.pid = self.process.pid
         self.alive = False
         self.streams: weakref.WeakSet[ProcessAsrStream] = weakref.WeakSet()
+        # Ids of streams dropped without close(): a finalizer only appends here (no lock, no I/O, since it
+        # may run inside another send); the next send tells the worker to release them.
+        self.dropped: deque[int] = deque()
         self._send_lock = threading.Lock()
         self._waiters: dict[int, Future] = {}
         self._waiters_lock = threading.Lock()
@@ -165,6 +168,8 @@ class _Worker:
     def send(self, message: tuple) -> None:
         try:
             with self._send_lock:
+                while self.dropped:
+                    self.conn.send(("close", self.dropped.popleft()))
                 self.conn.send(message)
         except (OSError, ValueError) as exc:  # BrokenPipeError, or the connection already closed
             raise AsrError(f"ASR worker {self.index} (pid {self.pid}) is gone: {exc}") from exc
@@ -359,6 +364,7 @@ class ProcessAsrStream:
         self._error: AsrError | None = None
         self._final: str | None = None
         self._closed = False
+        self._dropped = weakref.finalize(self, worker.dropped.append, sid)
 
     def fail(self, error: AsrError) -> None:
         """The worker died or reported an error: every later call raises it."""
@@ -404,6 +410,7 @@ class ProcessAsrStream:
         if self._closed:
             return
         self._closed = True
+        self._dropped.detach()
         self._worker.streams.discard(self)
         if self._error is None:
             with contextlib.suppress(AsrError):
