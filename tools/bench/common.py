@@ -223,8 +223,21 @@ class ServerProcess:
         profile = os.environ.get("WREN_BENCH_PYSPY")  # profiling: py-spy record -o <path> (GIL holders only)
         if profile:
             fmt_name = "raw" if profile.endswith(".txt") else "flamegraph"
-            cmd = [str(VENV_BIN / "py-spy"), "record", "--gil", "--threads", "-r", "100", "-f", fmt_name,
-                   "-o", profile, "--", *cmd]
+            only_gil = ["--gil"] if os.environ.get("WREN_BENCH_PYSPY_GIL", "1") == "1" else []
+            cmd = [
+                str(VENV_BIN / "py-spy"),
+                "record",
+                *only_gil,
+                "--threads",
+                "-r",
+                "100",
+                "-f",
+                fmt_name,
+                "-o",
+                profile,
+                "--",
+                *cmd,
+            ]
         self.proc = subprocess.Popen(
             cmd,
             cwd=str(tmp),
