@@ -56,7 +56,7 @@ from tools.bench.common import (
 
 SERVER_ENV = {"WREN_VAD_NO_SPEECH_TIMEOUT_S": "120"}
 REPLY_ALLOWANCE_S = 8.0  # after the last utterance: silence window + ASR + reply playback
-HARD_EXTRA_S = 15.0  # a device still waiting for its reply gives up this long after the window
+HARD_EXTRA_S = 10.0  # a device still waiting for its reply gives up this long after the window
 
 
 # ---- worker process --------------------------------------------------------------------------------
