@@ -47,6 +47,7 @@ class WrenServer:
         self.config = config
         self.speech = speech
         self.agent = agent
+        self._own_speech = speech is None  # what we load we close (ASR worker processes)
         self._own_agent = agent is None
         self.listen_executor = ThreadPoolExecutor(max(1, config.server.listen_workers), "wren-listen")
         self.speak_executor = ThreadPoolExecutor(max(1, config.server.speak_workers), "wren-speak")
@@ -103,3 +104,6 @@ class WrenServer:
             self.agent = None
         self.listen_executor.shutdown(wait=False, cancel_futures=True)
         self.speak_executor.shutdown(wait=False, cancel_futures=True)
+        if self._own_speech and self.speech is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.speech.close)
+            self.speech = None

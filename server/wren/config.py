@@ -90,6 +90,9 @@ class TtsConfig:
     engine: str = "piper"
     voice_path: str = ""  # empty = bundled en_US joe medium
     length_scale: float = 1.0
+    # piper's sampling noise gives natural prosody that differs a little on every synthesis; false makes the
+    # same text always sound the same (tests and benchmarks use that to be repeatable).
+    natural_variation: bool = True
 
 
 @dataclass

@@ -29,7 +29,9 @@ def wren_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int,
     data = tmp_path_factory.mktemp("wren-server")
     log_path = data / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WREN_")}
-    env.update(WREN_SERVER_HOST="127.0.0.1", WREN_SERVER_DATA_DIR=str(data), PYTHONUNBUFFERED="1")
+    # A steady voice (no piper sampling noise) so recognising the reply WAV gives the same words every run.
+    env.update(WREN_SERVER_HOST="127.0.0.1", WREN_SERVER_DATA_DIR=str(data), PYTHONUNBUFFERED="1",
+               WREN_TTS_NATURAL_VARIATION="0")
     log = log_path.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "wren.cli", "serve", "--host", "127.0.0.1", "--port", "0"],

@@ -26,7 +26,11 @@ def load_tts(config: TtsConfig) -> TtsEngine:
     if engine == "piper":
         from wren.speech.tts.piper_engine import PiperEngine
 
-        return PiperEngine(voice_path=config.voice_path, length_scale=config.length_scale)
+        return PiperEngine(
+            voice_path=config.voice_path,
+            length_scale=config.length_scale,
+            deterministic=not config.natural_variation,
+        )
     raise TtsError(f"unknown TTS engine {config.engine!r} (piper)")
 
 
