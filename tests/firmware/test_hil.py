@@ -3,12 +3,7 @@ a 32-bit-sized heap, piper speech as the mic, pocketsphinx listening to what the
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.firmware.conftest import FIRMWARE, REPO, micropython, write_config
+from tests.firmware.conftest import FIRMWARE, micropython, write_config
 from tests.server.helpers import recognise, words
 from tests.support.spoken import spoken_pcm, write_wav
+from tests.support.wren_process import wren_serve
 
 # Smallest -X heapsize (K words: ~KB on a 32-bit board) a full turn passes with; see docs/firmware.md.
 HEAP_BUDGET = "120wk"
@@ -26,35 +22,9 @@ HEAP_BUDGET = "120wk"
 
 @pytest.fixture(scope="module")
 def wren_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
-    data = tmp_path_factory.mktemp("wren-server")
-    log_path = data / "server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WREN_")}
     # A steady voice (no piper sampling noise) so recognising the reply WAV gives the same words every run.
-    env.update(WREN_SERVER_HOST="127.0.0.1", WREN_SERVER_DATA_DIR=str(data), PYTHONUNBUFFERED="1",
-               WREN_TTS_NATURAL_VARIATION="0")
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wren.cli", "serve", "--host", "127.0.0.1", "--port", "0"],
-        stdout=log, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
-    )
-    try:
-        port = None
-        deadline = time.monotonic() + 180
-        while port is None and time.monotonic() < deadline and proc.poll() is None:
-            m = re.search(r"listening on port (\d+)", log_path.read_text())
-            port = int(m.group(1)) if m else None
-            time.sleep(0.2)
-        assert port, "wren serve did not start:\n" + log_path.read_text()
-        yield port, log_path
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
+    with wren_serve(tmp_path_factory.mktemp("wren-server"), env={"WREN_TTS_NATURAL_VARIATION": "0"}) as wren:
+        yield wren.port, wren.log_path
 
 
 async def run_turn(directory: Path, said: str, mode: str, heap: str = HEAP_BUDGET, **cfg: object) -> str:
