@@ -265,7 +265,11 @@ class ProcessAsrEngine:
         self._speaker_cmn: OrderedDict[str, str] = OrderedDict()
         self.restarts = 0
         started = time.perf_counter()
-        self._workers: list[_Worker] = [_Worker(self, i) for i in range(workers)]
+        # Filled one by one: a worker that dies while loading reports to `_worker_exited` from its reader
+        # thread, possibly before this constructor finishes, so the list must already exist.
+        self._workers: list[_Worker] = []
+        for i in range(workers):
+            self._workers.append(_Worker(self, i))
         try:
             for worker in self._workers:
                 worker.wait_ready(READY_TIMEOUT_S)
