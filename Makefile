@@ -12,6 +12,10 @@ help:
 	@echo "make run    set up .venv and start the Wren server (embedded offline defaults)"
 	@echo "make test   set up .venv and run the whole suite (ruff + pytest + MicroPython vectors)"
 	@echo "make lint   ruff only"
+	@echo "make sim    MIC=question.wav: the real firmware under MicroPython against a server (docs/firmware.md)"
+	@echo "make flash  PORT=... BOARD=esp32s3|esp32 FIRMWARE=...: write MicroPython to a board"
+	@echo "make deploy PORT=...: compile and copy the Wren firmware and its config to a board"
+	@echo "make bench  the benchmarks (a few minutes); make bench-quick for a smoke run"
 
 venv: $(STAMP)
 
