@@ -80,3 +80,6 @@ async def test_spoken_volume_command_changes_the_device_volume_over_mcp_with_pag
     pages = re.findall(r"mcp: tools/list id \d+ (\S*)", log)
     assert len(pages) >= 2 and pages[0] == "" and all(pages[1:]), log  # first page, then by cursor
     assert re.search(r"\] volume: 30$", log, re.MULTILINE), log
+    said = " ".join(re.findall(r"\] tts: sentence_start (.*)", log))
+    assert "volume" in said.lower() and "30" in said, said  # …and the reply says so
+    assert "volume" in reply_words(device_dir)  # out loud, through the (now quieter) speaker
