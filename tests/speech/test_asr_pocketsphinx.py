@@ -78,6 +78,21 @@ def test_pool_reuses_warm_decoders_and_creates_more_on_demand():
     assert engine.pool.idle == 1  # keeps pool_size idle; the extra is freed
 
 
+def test_decoders_made_on_demand_stay_warm_up_to_max_idle_per_worker():
+    engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1, max_idle_per_worker=2, workers=0))
+    streams = [engine.open_stream() for _ in range(3)]  # three speakers at once: two made on demand
+    assert engine.pool.created == 3
+    for stream in streams:
+        stream.close()
+    assert engine.pool.idle == 2  # the idle maximum is kept; the third is freed
+    again = [engine.open_stream() for _ in range(2)]  # the next two overlapping utterances create nothing
+    assert engine.pool.created == 3
+    feed_in_chunks(again[0], spoken("what time is it"))
+    assert "time" in again[0].finish().split()  # a reused on-demand decoder recognises like a warm one
+    for stream in again:
+        stream.close()
+
+
 def test_abandoned_stream_returns_a_usable_decoder(pocketsphinx_engine):
     stream = pocketsphinx_engine.open_stream()
     feed_in_chunks(stream, spoken("turn on the light")[:12000])

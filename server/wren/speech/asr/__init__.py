@@ -62,13 +62,17 @@ def load_asr(config: AsrConfig) -> AsrEngine:
     if engine == "pocketsphinx":
         from wren.speech.asr.pocketsphinx_engine import PocketsphinxEngine
 
-        return PocketsphinxEngine(model_path=config.model_path, pool_size=config.pool_size)
+        return PocketsphinxEngine(
+            model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
+        )
     if engine == "vosk":
         from wren.speech.asr.vosk_engine import VoskEngine
 
         if not config.model_path:
             raise AsrError("asr.engine = vosk needs asr.model_path (a vosk model folder)")
-        return VoskEngine(model_path=config.model_path, pool_size=config.pool_size)
+        return VoskEngine(
+            model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
+        )
     raise AsrError(f"unknown ASR engine {config.engine!r} (pocketsphinx or vosk)")
 
 

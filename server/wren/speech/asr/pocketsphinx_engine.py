@@ -71,7 +71,9 @@ class PocketsphinxEngine:
     name = "pocketsphinx"
     sample_rate = 16000
 
-    def __init__(self, model_path: str = "", pool_size: int = 2, **decoder_options: object) -> None:
+    def __init__(
+        self, model_path: str = "", pool_size: int = 2, max_idle: int | None = None, **decoder_options: object
+    ) -> None:
         self._options: dict[str, object] = {"samprate": self.sample_rate, "loglevel": "FATAL"}
         if model_path:
             self._options.update(_custom_model_config(model_path))
@@ -83,7 +85,9 @@ class PocketsphinxEngine:
         self._speakers_lock = threading.Lock()
         started = time.perf_counter()
         try:
-            self._pool: RecogniserPool[pocketsphinx.Decoder] = RecogniserPool(self._new_decoder, pool_size)
+            self._pool: RecogniserPool[pocketsphinx.Decoder] = RecogniserPool(
+                self._new_decoder, pool_size, max_idle
+            )
         except (RuntimeError, ValueError, KeyError) as exc:
             raise AsrError(f"pocketsphinx failed to load: {exc}") from exc
         log.info("pocketsphinx: %d decoders warm in %.2f s", pool_size, time.perf_counter() - started)

@@ -24,7 +24,7 @@ class VoskEngine:
     name = "vosk"
     sample_rate = 16000
 
-    def __init__(self, model_path: str, pool_size: int = 2) -> None:
+    def __init__(self, model_path: str, pool_size: int = 2, max_idle: int | None = None) -> None:
         import vosk
 
         vosk.SetLogLevel(-1)  # Kaldi logs every decoder creation to stderr otherwise
@@ -37,7 +37,7 @@ class VoskEngine:
             self.model = vosk.Model(model_path)
         except Exception as exc:  # vosk raises a bare Exception("Failed to create a model")
             raise AsrError(f"vosk failed to load {model_path!r}: {exc}") from exc
-        self._pool: RecogniserPool[object] = RecogniserPool(self._new_recogniser, pool_size)
+        self._pool: RecogniserPool[object] = RecogniserPool(self._new_recogniser, pool_size, max_idle)
         log.info("vosk: model %s loaded in %.2f s", model_path, time.perf_counter() - started)
 
     def _new_recogniser(self) -> object:
