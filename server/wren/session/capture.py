@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from wren.config import VadConfig
 from wren.session.state import ListenMode
 from wren.speech.asr import AsrError
+from wren.speech.codec import CodecError
 from wren.speech.resample import Resampler
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,24 @@ class UtteranceCapture:
             self._no_speech_reported = True
             events.append(CaptureEvent.NO_SPEECH)
         return events
+
+    def process_run(self, payloads: Sequence[bytes]) -> list[list[CaptureEvent] | CodecError]:
+        """Feed a run of consecutive packets in one call (one executor hand-off for the whole run).
+
+        Returns one outcome per packet consumed: its events, or the CodecError that dropped it. It stops
+        right after the first packet that produced events, so the caller acts on them (finalise, barge-in,
+        restart) before the rest of the run is fed, exactly as if the packets came one by one."""
+        outcomes: list[list[CaptureEvent] | CodecError] = []
+        for payload in payloads:
+            try:
+                events = self.process(payload)
+            except CodecError as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append(events)
+            if events:
+                break
+        return outcomes
 
     def _window(self, probability: float, window_ms: int) -> list[CaptureEvent]:
         threshold = self._cfg.threshold
