@@ -123,6 +123,41 @@ def test_a_stream_dropped_without_close_is_released_in_the_worker(process_engine
     assert sid not in worker.dropped
 
 
+def test_accept_never_blocks_on_a_stalled_worker_and_overflow_fails_only_that_stream(monkeypatch):
+    """A worker that stops reading (SIGSTOP: as if hopelessly behind) fills its 64 KB pipe; accept() must
+    return anyway, and past the outbox bound the stream fails loudly instead of stalling the caller."""
+    from wren.speech.asr import process_engine
+
+    monkeypatch.setattr(process_engine, "MAX_QUEUED_AUDIO_BYTES", 16000 * 2 * 4)  # 4 s of audio
+    engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1, workers=1))
+    outcome: dict[str, object] = {}
+    try:
+        stream = engine.open_stream(speaker="porch")
+        os.kill(stream._worker.pid, signal.SIGSTOP)
+
+        def feed() -> None:
+            try:
+                feed_in_chunks(stream, spoken("what time is it") * 8)  # ≈16 s: far more than pipe + bound
+                outcome["result"] = "all accepted"
+            except AsrError as exc:
+                outcome["result"] = exc
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        feeder.join(60)
+        stalled = feeder.is_alive()
+        os.kill(stream._worker.pid, signal.SIGCONT)
+        assert not stalled, "accept() blocked on a full pipe"
+        assert isinstance(outcome["result"], AsrError) and "behind" in str(outcome["result"])
+        with pytest.raises(AsrError):
+            stream.finish()
+        stream.close()
+        assert engine.restarts == 0  # the worker itself is fine: it catches up and serves the next stream
+        assert recognise(engine, spoken("set the volume to thirty")) == "set the volume to thirty"
+    finally:
+        engine.close()
+
+
 def test_killing_a_worker_mid_stream_fails_that_stream_and_the_next_stream_works():
     engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1, workers=1))
     try:

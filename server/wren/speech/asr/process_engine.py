@@ -12,9 +12,16 @@ Shape:
   whole server keeps `pool_size` warm as before) and then serves requests from one pipe, one at a time, in
   arrival order.
 - `open_stream(speaker)` picks the worker with the fewest open streams and returns a `ProcessAsrStream`
-  proxy. `accept(pcm)` only writes to the pipe (no round trip per frame; a full pipe blocks the caller, which
-  is the back-pressure we want); `partial()`/`finish()` send a request with an id and wait for the reply,
+  proxy. Every message to a worker goes through its outbox, which one sender thread per worker writes to
+  the pipe in order, so `accept(pcm)` never blocks the caller (no round trip per frame, and no waiting
+  on a full 64 KB pipe: that stalled the listen thread, and with it the uplink of every other device);
+  `partial()`/`finish()` queue a request with an id behind the stream's audio and wait for the reply,
   which the worker's reader thread in this process hands over; `close()` tells the worker to release.
+- Overflow policy (a worker hopelessly behind, e.g. a box far past its capacity): audio queued for one
+  worker is bounded to `MAX_QUEUED_AUDIO_S` seconds. The `accept()` that would pass the bound fails its
+  own stream with `AsrError` (loudly, never a silent gap in the words: the session ends that utterance
+  as a turn without text, the normal empty-input path), its queued audio is withdrawn and the worker is
+  told to release it, so the worker catches up for the other streams. Control messages are never refused.
 - Per-device cepstral mean (pocketsphinx CMN, see pocketsphinx_engine): `finish()` returns the speaker's mean
   along with the words, this process remembers it, and the next `open` for that speaker carries it to
   whichever worker gets the stream. A speaker keeps its adaptation across workers and worker restarts.
@@ -52,6 +59,11 @@ START_METHOD = "spawn"
 READY_TIMEOUT_S = 120.0  # loading pocketsphinx takes ≈1 s; generous for a loaded CI box
 REPLY_TIMEOUT_S = 60.0  # partial()/finish() of one utterance; a live worker answers in milliseconds
 RESTART_DELAY_S = 0.5
+# Audio waiting in one worker's outbox beyond which the stream that adds more fails (see the overflow
+# policy above). A worker keeps up with ≈5 speakers at once (RTF ≈0.2 each), so 20 s of audio queued
+# means it is seconds behind real time: that utterance's words would come far too late to be useful.
+MAX_QUEUED_AUDIO_S = 20.0
+MAX_QUEUED_AUDIO_BYTES = int(MAX_QUEUED_AUDIO_S * 16000 * 2)
 MAX_REMEMBERED_SPEAKERS = 4096
 
 
@@ -148,12 +160,19 @@ class _Worker:
         # Ids of streams dropped without close(): a finalizer only appends here (no lock, no I/O, since it
         # may run inside another send); the next send tells the worker to release them.
         self.dropped: deque[int] = deque()
-        self._send_lock = threading.Lock()
+        # The outbox: messages in order, written to the pipe by the sender thread (callers never block).
+        self._outbox: deque[tuple] = deque()
+        self._outbox_ready = threading.Condition()
+        self._queued_audio = 0  # bytes of accept() audio in the outbox
+        self._gone: str | None = None  # why nothing can be sent any more (pipe broken, stopped)
+        self.streams_overflowed = 0
         self._waiters: dict[int, Future] = {}
         self._waiters_lock = threading.Lock()
         self._ready: Future = Future()
         self._reader = threading.Thread(target=self._read, name=f"wren-asr-{index}-reader", daemon=True)
         self._reader.start()
+        self._sender = threading.Thread(target=self._write, name=f"wren-asr-{index}-sender", daemon=True)
+        self._sender.start()
 
     def wait_ready(self, timeout: float) -> None:
         try:
@@ -166,13 +185,60 @@ class _Worker:
         return len(self.streams)
 
     def send(self, message: tuple) -> None:
-        try:
-            with self._send_lock:
-                while self.dropped:
-                    self.conn.send(("close", self.dropped.popleft()))
+        """Queue `message` for the worker (never blocks); AsrError if the worker can no longer be reached."""
+        with self._outbox_ready:
+            if self._gone is not None:
+                raise AsrError(f"ASR worker {self.index} (pid {self.pid}) is gone: {self._gone}")
+            while self.dropped:
+                self._outbox.append(("close", self.dropped.popleft()))
+            self._outbox.append(message)
+            self._outbox_ready.notify()
+
+    def send_audio(self, sid: int, pcm: bytes) -> None:
+        """Queue audio of stream `sid`; AsrError if that would pass the outbox bound (the overflow policy in
+        the module docstring): the stream's queued audio is withdrawn and the worker releases the stream."""
+        with self._outbox_ready:
+            if self._queued_audio + len(pcm) > MAX_QUEUED_AUDIO_BYTES and self._gone is None:
+                kept = [m for m in self._outbox if not (m[0] == "accept" and m[1] == sid)]
+                self._queued_audio = sum(len(m[2]) for m in kept if m[0] == "accept")
+                self._outbox = deque(kept)
+                self._outbox.append(("close", sid))
+                self._outbox_ready.notify()
+                self.streams_overflowed += 1
+                raise AsrError(
+                    f"ASR worker {self.index} is more than {MAX_QUEUED_AUDIO_S:g} s of audio behind; "
+                    "this utterance goes on without words"
+                )
+            self.send(("accept", sid, pcm))
+            self._queued_audio += len(pcm)
+
+    def _write(self) -> None:
+        """The sender thread: writes the outbox to the pipe in order (a full pipe blocks only this thread)."""
+        while True:
+            with self._outbox_ready:
+                while not self._outbox and self._gone is None:
+                    self._outbox_ready.wait()
+                if not self._outbox:
+                    return  # gone, nothing left to write
+                message = self._outbox.popleft()
+                if message[0] == "accept":
+                    self._queued_audio -= len(message[2])
+            try:
                 self.conn.send(message)
-        except (OSError, ValueError) as exc:  # BrokenPipeError, or the connection already closed
-            raise AsrError(f"ASR worker {self.index} (pid {self.pid}) is gone: {exc}") from exc
+            except (OSError, ValueError) as exc:  # BrokenPipeError, or the connection already closed
+                self._shut_outbox(str(exc))
+                return
+            if message[0] == "stop":
+                self._shut_outbox("stopped")
+                return
+
+    def _shut_outbox(self, why: str) -> None:
+        with self._outbox_ready:
+            if self._gone is None:
+                self._gone = why
+            self._outbox.clear()
+            self._queued_audio = 0
+            self._outbox_ready.notify_all()
 
     def request(self, op: str, sid: int, timeout: float = REPLY_TIMEOUT_S) -> Any:
         request_id = next(self.engine._ids)
@@ -225,6 +291,7 @@ class _Worker:
         with self._waiters_lock:
             self.alive = False
             waiters, self._waiters = list(self._waiters.values()), {}
+        self._shut_outbox("the worker process exited")
         self.process.join(5)
         code = self.process.exitcode
         error = AsrError(f"ASR worker {self.index} (pid {self.pid}) exited (code {code}) mid-utterance")
@@ -245,7 +312,9 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout)
+        self._shut_outbox("stopped")
         self._reader.join(timeout)
+        self._sender.join(timeout)
 
 
 class ProcessAsrEngine:
@@ -387,7 +456,7 @@ class ProcessAsrStream:
             raise AsrError("ASR stream already finished")
         self._check()
         try:
-            self._worker.send(("accept", self.sid, bytes(pcm)))
+            self._worker.send_audio(self.sid, bytes(pcm))
         except AsrError as exc:
             self.fail(exc)
             raise
