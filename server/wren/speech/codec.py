@@ -10,11 +10,15 @@ Objects are not thread-safe: one codec per stream, used by one thread at a time.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 from typing import Protocol
 
 import numpy as np
 import opuslib_next
+import opuslib_next.api.decoder
+
+_libopus_decode = opuslib_next.api.decoder.libopus_decode  # opus_decode(), argtypes already declared
 
 VALID_OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 # Durations libopus encodes in one call (80-120 ms since libopus 1.2); 2.5 and 5 ms exist but no device
@@ -79,17 +83,22 @@ class OpusDecoder:
         # Room for the longest legal packet: a device may send 120 ms even when it announced 60.
         self._max_samples = frame_samples(sample_rate, _MAX_PACKET_MS)
         self._decoder = opuslib_next.Decoder(sample_rate, channels)
+        # libopus writes into this buffer, reused for every packet. (opuslib_next's own decode() turns the
+        # output into a Python list of ints and back to bytes: that was most of the uplink decode cost.)
+        self._pcm = (ctypes.c_int16 * (self._max_samples * channels))()
+        self._pcm_pointer = ctypes.cast(self._pcm, opuslib_next.api.c_int16_pointer)
 
     def decode(self, packet: bytes) -> bytes:
         """PCM for one packet. An empty packet is concealed as one lost frame (packet loss concealment);
         tiny DTX packets decode to comfort silence; a packet libopus rejects raises CodecError."""
         # Empty = lost packet: libopus conceals exactly the requested duration, so ask for one frame.
         frame = self._max_samples if packet else self.frame_samples
-        try:
-            pcm = self._decoder.decode(bytes(packet), frame)
-        except opuslib_next.OpusError as exc:
-            raise CodecError(f"corrupt Opus packet ({len(packet)} bytes): {exc}") from None
-        return _to_mono(bytes(pcm), self.channels)
+        data = bytes(packet)
+        samples = _libopus_decode(self._decoder.decoder_state, data, len(data), self._pcm_pointer, frame, 0)
+        if samples < 0:
+            error = opuslib_next.OpusError(samples)
+            raise CodecError(f"corrupt Opus packet ({len(packet)} bytes): {error}") from None
+        return _to_mono(ctypes.string_at(self._pcm, samples * self.channels * 2), self.channels)
 
     def reset(self) -> None:
         self._decoder.reset_state()
