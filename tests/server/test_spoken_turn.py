@@ -122,3 +122,17 @@ async def test_uplink_at_24khz_is_decoded_per_the_devices_audio_params(server):
         await speak(dev, "what day is it", "manual")
         reply = await dev.next_reply(timeout=60)
         assert {"what", "day"} <= words(reply.stt or ""), reply.stt
+
+
+async def test_a_burst_of_audio_then_listen_stop_is_recognised_in_full(server):
+    """A device that uploads faster than real time (a backlog after a network stall): the frames wait in
+    the session's inbox and are handled in runs, and the `listen stop` right behind them still finalises
+    only after every one of them, so no word is lost."""
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.connect()
+        await dev.listen_start("manual")
+        await dev.stream_pcm(spoken_pcm("set the volume to thirty"), realtime=False)
+        await dev.listen_stop()
+        reply = await dev.next_reply(timeout=60)
+        assert {"set", "volume", "thirty"} <= words(reply.stt or ""), reply.stt
+        assert_complete_reply(dev, reply)
