@@ -11,7 +11,7 @@ from wren.agent.messages import InboundMessage
 
 from tests.agent.fakes import XIAOZHI_TOOLS, BlockingTools, RecordingTools
 from tests.agent.llm_server import ScriptedLLM, text_chunks, tool_call_chunks
-from tests.tools.conftest import free_port
+from tests.support.processes import free_port
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from wren.agent.engines.ovos import APOLOGY_DOWN, APOLOGY_SILENT
 from wren.agent.events import TextChunk
 from wren.agent.messages import InboundMessage
 
-from tests.tools.conftest import free_port, wait_for_port
+from tests.support.processes import free_port, stop, wait_for_port
 
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
@@ -46,12 +46,7 @@ def bus_url(tmp_path_factory) -> Any:
         wait_for_port(port, proc)
         yield f"ws://127.0.0.1:{port}/core"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
 
 
 class Responder:

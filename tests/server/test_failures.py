@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 from tests.server.conftest import ServerThread, make_config
 from tests.support.device import TestDevice
+from tests.support.processes import free_port
 
 
 class BreakableTts:
@@ -31,12 +31,6 @@ class BreakableTts:
             yield chunk
             if self.broken:
                 raise RuntimeError("synthesis failed (test)")
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_tts_failing_mid_reply_still_ends_with_tts_stop_and_the_next_turn_works(speech, tmp_path):
@@ -60,7 +54,7 @@ async def test_tts_failing_mid_reply_still_ends_with_tts_stop_and_the_next_turn_
 
 async def test_dead_llm_endpoint_gives_a_spoken_apology_then_tts_stop(speech, tmp_path):
     config = make_config(tmp_path, agent={"engine": "openai",
-                                          "openai_base_url": f"http://127.0.0.1:{_closed_port()}/v1",
+                                          "openai_base_url": f"http://127.0.0.1:{free_port()}/v1",
                                           "openai_timeout_s": 3.0})
     server = ServerThread(config, speech).start()
     try:
