@@ -36,18 +36,24 @@ async def wifi_connect(wlan, networks, attempts=3, timeout_ms=15000):
     raise OSError("could not join any configured Wi-Fi network")
 
 
-def _split_http_url(url):
-    if url.startswith("https://"):
-        secure, rest, port = True, url[8:], 443
-    elif url.startswith("http://"):
-        secure, rest, port = False, url[7:], 80
+# scheme -> (secure, default port); one parser for the OTA request (http) and the WebSocket (ws).
+_SCHEMES = (("https://", True, 443), ("http://", False, 80), ("wss://", True, 443), ("ws://", False, 80))
+
+
+def parse_url(url, schemes=("http://", "https://")):
+    # -> (secure, host, port, path). `schemes` lists the prefixes the caller accepts.
+    for prefix, secure, port in _SCHEMES:
+        if prefix in schemes and url.startswith(prefix):
+            rest = url[len(prefix) :]
+            break
     else:
-        raise ValueError("not an http(s) URL: " + url)
+        raise ValueError("not a " + " or ".join(schemes) + " URL: " + url)
     slash = rest.find("/")
     hostport, path = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
-    if ":" in hostport:
-        hostport, p = hostport.rsplit(":", 1)
-        port = int(p)
+    colon = hostport.rfind(":")
+    if colon > 0:
+        port = int(hostport[colon + 1 :])
+        hostport = hostport[:colon]
     return secure, hostport, port, path
 
 
@@ -57,7 +63,7 @@ async def http_post_json(url, body, headers, timeout_ms=10000):
 
 
 async def _post(url, body, headers):
-    secure, host, port, path = _split_http_url(url)
+    secure, host, port, path = parse_url(url)
     if secure:
         import ssl
 

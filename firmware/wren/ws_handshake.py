@@ -4,6 +4,8 @@ import binascii
 import hashlib
 import os
 
+from wren import net
+
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -16,19 +18,7 @@ class HandshakeError(Exception):
 
 def parse_url(url):
     # -> (secure, host, port, path) for ws:// and wss:// URLs.
-    if url.startswith("wss://"):
-        secure, rest, port = True, url[6:], 443
-    elif url.startswith("ws://"):
-        secure, rest, port = False, url[5:], 80
-    else:
-        raise ValueError("not a ws:// or wss:// url: " + url)
-    slash = rest.find("/")
-    hostport, path = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
-    colon = hostport.rfind(":")
-    if colon > 0:
-        port = int(hostport[colon + 1 :])
-        hostport = hostport[:colon]
-    return secure, hostport, port, path
+    return net.parse_url(url, ("ws://", "wss://"))
 
 
 async def handshake(url, headers, ssl_context=None):
