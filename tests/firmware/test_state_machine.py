@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tests.firmware.conftest import FIRMWARE, MpyProcess, micropython, write_config
-from tests.firmware.xiaozhi_script import SESSION, Conn, pcm_frame, serve
+from tests.firmware.xiaozhi_script import SESSION, Conn, pcm_frame, serve, serving
 from tests.support.spoken import write_wav
 
 
@@ -82,15 +82,9 @@ async def test_auto_turn_hello_tts_and_relisten_after_drain(device_dir: Path) ->
         finished.set()
         await c.drain()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.3", turns=2, volume=100) as mp:
-            await mp.until(finished)
-            assert await mp.finish(30) == 0, mp.output()
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with serving(handler) as port, device(device_dir, port, "press@0.3", turns=2, volume=100) as mp:
+        await mp.until(finished)
+        assert await mp.finish(30) == 0, mp.output()
 
     hello = seen["hello"]
     assert hello["version"] == 1 and hello["transport"] == "websocket"
@@ -124,14 +118,8 @@ async def test_hello_without_transport_is_ignored_and_the_device_gives_up(device
                        "audio_params": {"sample_rate": 16000, "frame_duration": 60}})
         await c.drain()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.2", connect_attempts=1) as mp:
-            await mp.wait_for("state: connecting -> idle", timeout=30)
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with serving(handler) as port, device(device_dir, port, "press@0.2", connect_attempts=1) as mp:
+        await mp.wait_for("state: connecting -> idle", timeout=30)
     assert "malformed server frame ignored: transport" in mp.output()
     assert "TimeoutError" in mp.output()
     assert "listening" not in " ".join(transitions(mp))
@@ -154,15 +142,12 @@ async def test_manual_push_to_talk_streams_the_mic_and_idles_on_release(device_d
         finished.set()
         await c.drain()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.3,release@eof", mic=mic, listen_mode="manual") as mp:
-            await mp.until(finished)
-            assert await mp.finish(30) == 0, mp.output()
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with (
+        serving(handler) as port,
+        device(device_dir, port, "press@0.3,release@eof", mic=mic, listen_mode="manual") as mp,
+    ):
+        await mp.until(finished)
+        assert await mp.finish(30) == 0, mp.output()
     assert seen["start"]["mode"] == "manual"
     assert seen["stop"] == {"type": "listen", "state": "stop", "session_id": SESSION}
     up = seen["uplink"]
@@ -188,14 +173,8 @@ async def test_button_while_speaking_sends_abort_and_waits_for_tts_stop(device_d
         seen["relisten"] = await c.next_json(type="listen", state="start")
         await c.drain()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.3,press@2.0") as mp:
-            assert await mp.finish(30) == 0, mp.output()
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with serving(handler) as port, device(device_dir, port, "press@0.3,press@2.0") as mp:
+        assert await mp.finish(30) == 0, mp.output()
     assert seen["abort"] == {"type": "abort", "session_id": SESSION}  # a button abort has no reason key
     assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> speaking",
                                "speaking -> listening"]
@@ -260,15 +239,12 @@ async def test_silent_channel_counts_as_closed_and_the_next_press_reconnects_wit
             second.set()
         await c.drain()  # then silence: no data at all on this connection
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        # channel_timeout_s stands in for the 120 s of reference §8.3.
-        async with device(device_dir, port, "press@0.3,press@4.5", channel_timeout_s=2) as mp:
-            await mp.until(second)
-    finally:
-        server.close()
-        await server.wait_closed()
+    # channel_timeout_s stands in for the 120 s of reference §8.3.
+    async with (
+        serving(handler) as port,
+        device(device_dir, port, "press@0.3,press@4.5", channel_timeout_s=2) as mp,
+    ):
+        await mp.until(second)
     assert "no data for 2 s: treated as closed" in mp.output()
     assert len(hellos) == 2  # not reused: a new connection and hello
     assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> idle",
@@ -285,15 +261,9 @@ async def test_button_while_listening_in_auto_mode_closes_the_channel(device_dir
         await c.drain()
         closed.set()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.3,press@1.5") as mp:
-            await mp.until(closed)
-            await mp.wait_for("lost \\(closed by the device\\): going idle")
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with serving(handler) as port, device(device_dir, port, "press@0.3,press@1.5") as mp:
+        await mp.until(closed)
+        await mp.wait_for("lost \\(closed by the device\\): going idle")
     assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> idle"]
 
 
@@ -318,15 +288,12 @@ async def test_realtime_mode_keeps_the_mic_streaming_while_speaking(device_dir: 
         finished.set()
         await c.drain()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.3", mic=mic, listen_mode="realtime") as mp:
-            await mp.until(finished)
-            assert await mp.finish(30) == 0, mp.output()
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with (
+        serving(handler) as port,
+        device(device_dir, port, "press@0.3", mic=mic, listen_mode="realtime") as mp,
+    ):
+        await mp.until(finished)
+        assert await mp.finish(30) == 0, mp.output()
     assert seen["start"]["mode"] == "realtime"
     assert seen["during"] >= 3
     # No second listen start: in realtime the mic never stopped (§5.1).
@@ -345,14 +312,8 @@ async def test_reboot_tool_replies_then_reboots(device_dir: Path) -> None:
         replies.append(await c.next_json(type="mcp"))
         await c.drain()
 
-    server = await serve(handler)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with device(device_dir, port, "press@0.3", turns=0) as mp:
-            assert await mp.finish(30) == 3, mp.output()  # the host machine.reset() exits with 3
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with serving(handler) as port, device(device_dir, port, "press@0.3", turns=0) as mp:
+        assert await mp.finish(30) == 3, mp.output()  # the host machine.reset() exits with 3
     assert replies[0]["payload"]["result"]["content"][0]["text"] == "true"
     assert "simulated reboot" in mp.output()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -95,3 +96,14 @@ class Conn:
 async def serve(handler, port: int = 0):
     """websockets server on loopback with library pings off, like a xiaozhi server should (§10 row 2)."""
     return await websockets.serve(handler, "127.0.0.1", port, ping_interval=None, max_size=2**20)
+
+
+@contextlib.asynccontextmanager
+async def serving(handler, port: int = 0):
+    """`serve` for the length of a block: yields the bound port, always closes the server."""
+    server = await serve(handler, port)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
