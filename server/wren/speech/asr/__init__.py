@@ -6,6 +6,8 @@ Usage per utterance (all calls blocking CPU work; the server runs them in its ex
                                       # a warm recogniser from the pool; `speaker` (optional) lets it start
                                       # from that device's channel adaptation (pocketsphinx CMN)
     stream.accept(pcm16k)             # as audio arrives; decoding happens here, while the user speaks
+    stream.pause() / stream.resume()  # optional: the VAD heard a pause / speech again (moonshine decodes
+                                      # speculatively at a pause)
     stream.partial()                  # best guess so far
     text = stream.finish()            # end of utterance: final lowercase words, noise tokens removed
     stream.close()                    # recogniser back to the pool (also after an abandoned utterance)
@@ -19,16 +21,18 @@ from __future__ import annotations
 from typing import Protocol
 
 from wren.config import AsrConfig
-
-
-class AsrError(RuntimeError):
-    """A recogniser that cannot be loaded or used."""
+from wren.speech.asr.errors import AsrError
 
 
 class AsrStream(Protocol):
     def accept(self, pcm: bytes) -> None: ...
 
     def partial(self) -> str: ...
+
+    # Optional (engines that decode whole utterances, e.g. moonshine): the session's VAD heard a pause /
+    # speech again. Callers check with getattr; streaming engines do not need them.
+    # def pause(self) -> None: ...
+    # def resume(self) -> None: ...
 
     def finish(self) -> str: ...
 
@@ -42,6 +46,9 @@ class AsrEngine(Protocol):
     def open_stream(self, speaker: str | None = None) -> AsrStream: ...
 
 
+ENGINES = ("moonshine", "pocketsphinx", "vosk")
+
+
 def close_asr(engine: object) -> None:
     """Release what an engine holds outside this process (worker processes); in-process engines: nothing."""
     close = getattr(engine, "close", None)
@@ -50,11 +57,16 @@ def close_asr(engine: object) -> None:
 
 
 def load_asr(config: AsrConfig) -> AsrEngine:
-    """The configured engine; with `config.workers > 0` it runs in that many worker processes
+    """The configured engine. moonshine: one shared model in this process (`wren.speech.asr.moonshine`);
+    pocketsphinx/vosk: with `config.workers > 0` in that many worker processes
     (`wren.speech.asr.process_engine`), with 0 in this process."""
     engine = config.engine.lower()
-    if engine not in ("pocketsphinx", "vosk"):
-        raise AsrError(f"unknown ASR engine {config.engine!r} (pocketsphinx or vosk)")
+    if engine not in ENGINES:
+        raise AsrError(f"unknown ASR engine {config.engine!r} ({', '.join(ENGINES)})")
+    if engine == "moonshine":
+        from wren.speech.asr.moonshine import load_moonshine
+
+        return load_moonshine(config)
     if config.workers > 0:
         from wren.speech.asr.process_engine import ProcessAsrEngine
 
@@ -73,7 +85,7 @@ def load_asr(config: AsrConfig) -> AsrEngine:
         return VoskEngine(
             model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
         )
-    raise AsrError(f"unknown ASR engine {config.engine!r} (pocketsphinx or vosk)")
+    raise AsrError(f"unknown ASR engine {config.engine!r} ({', '.join(ENGINES)})")
 
 
 __all__ = ["AsrEngine", "AsrError", "AsrStream", "close_asr", "load_asr"]

@@ -1,0 +1,235 @@
+"""The `moonshine` ASR engine: one shared model, utterances decoded speculatively at pauses.
+
+Moonshine is not a streaming model: all its work happens on the audio it is given. So that a person does
+not wait for it after they stop, a stream decodes what it has whenever the speaker pauses (`pause()`,
+called by the session's VAD after a short silence), in the background. If the speaker stays quiet until the
+end of the utterance, `finish()` returns that result (waiting only for the part of it still running); if
+they spoke again (`resume()`), the guess is discarded and the next pause makes a new one. Audio after the
+last pause is silence by the VAD's judgement and is not decoded again. Without any pause (push-to-talk
+released mid-word), `finish()` decodes everything at once, ahead of all speculative work.
+
+Long utterances are windowed, never dropped: at a pause once the current window holds `COMMIT_AFTER_S`
+of audio, that window is decoded for good and a new one starts; a window that reaches `MAX_WINDOW_S`
+without a pause is cut at its quietest 20 ms in the last `CUT_SEARCH_S`. The final text joins the windows.
+
+Thread-safety: as every AsrStream, one stream is used by one thread at a time; decodes run on the engine's
+`DecodeScheduler` threads and only hand results back through futures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from concurrent.futures import CancelledError, Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wren.speech.asr.errors import AsrError
+from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel
+from wren.speech.asr.moonshine.scheduler import COMMIT, SPECULATIVE, URGENT, DecodeScheduler
+
+log = logging.getLogger(__name__)
+
+COMMIT_AFTER_S = 6.0
+CUT_SEARCH_S = 3.0
+CUT_FRAME = SAMPLE_RATE // 50  # 20 ms
+RESULT_TIMEOUT_S = 60.0
+
+
+@dataclass
+class EngineStats:
+    streams: int = 0
+    speculative_runs: int = 0
+    speculation_used: int = 0  # finish() answered from a speculative result
+    urgent_runs: int = 0  # finish() had to decode
+    windows_committed: int = 0
+
+
+class MoonshineEngine:
+    name = "moonshine"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, model_folder: Path, threads: int = 0, max_speculative: int = 32) -> None:
+        started = time.perf_counter()
+        self.model = MoonshineModel(model_folder)
+        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.scheduler = DecodeScheduler(self.threads, max_speculative)
+        self.stats = EngineStats()
+        self._stats_lock = threading.Lock()
+        log.info("moonshine: model loaded in %.2f s, %d decode threads", time.perf_counter() - started,
+                 self.threads)
+
+    def open_stream(self, speaker: str | None = None) -> MoonshineStream:
+        if self.scheduler.closed:
+            raise AsrError("the Moonshine engine is closed")
+        self.count("streams")
+        return MoonshineStream(self, speaker)
+
+    def count(self, field: str) -> None:
+        with self._stats_lock:
+            setattr(self.stats, field, getattr(self.stats, field) + 1)
+
+    def decode(self, pcm: bytes, priority: int) -> Future:
+        """Schedule the transcription of int16 PCM (copied now: the caller's buffer may grow)."""
+        audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+        return self.scheduler.submit(lambda: self.model.transcribe(audio), priority)
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+
+@dataclass
+class _Guess:
+    end: int  # samples of the window it covers, from the window's start
+    future: Future
+
+
+class MoonshineStream:
+    def __init__(self, engine: MoonshineEngine, speaker: str | None) -> None:
+        self._engine = engine
+        self.speaker = speaker
+        self._pcm = bytearray()  # the current window only (older windows are committed)
+        self._odd_byte = b""
+        self._windows: list[Future] = []
+        self._guess: _Guess | None = None
+        self._pause_at: int | None = None  # samples into the window at the last pause (None: speaking)
+        self._final: str | None = None
+        self._closed = False
+        self.samples = 0
+
+    # ---- AsrStream ---------------------------------------------------------------------------
+
+    def accept(self, pcm: bytes) -> None:
+        self._check()
+        data = self._odd_byte + bytes(pcm)
+        if len(data) % 2:
+            data, self._odd_byte = data[:-1], data[-1:]
+        else:
+            self._odd_byte = b""
+        self._pcm += data
+        self.samples += len(data) // 2
+        if len(self._pcm) // 2 >= MAX_WINDOW_S * SAMPLE_RATE:
+            self._cut_window()
+
+    def pause(self) -> None:
+        """The speaker paused: decode what there is, in the background (a no-op if nothing is new)."""
+        if self._closed or self._final is not None:
+            return
+        window = len(self._pcm) // 2
+        self._pause_at = window
+        if window == 0 or (self._guess is not None and self._guess.end == window):
+            return
+        if window >= COMMIT_AFTER_S * SAMPLE_RATE:
+            self._commit(window)
+            return
+        self._drop_guess()
+        self._guess = _Guess(window, self._engine.decode(bytes(self._pcm), SPECULATIVE))
+        self._engine.count("speculative_runs")
+
+    def resume(self) -> None:
+        """The speaker spoke again after a pause: the audio after it must be decoded too."""
+        self._pause_at = None
+
+    def partial(self) -> str:
+        if self._final is not None:
+            return self._final
+        guess = self._guess
+        if guess is not None and guess.future.done() and not guess.future.cancelled():
+            with contextlib.suppress(Exception):
+                return self._joined([*self._window_texts(wait=False), guess.future.result()])
+        return self._joined(self._window_texts(wait=False))
+
+    def finish(self) -> str:
+        """The final transcript ("" for silence). Idempotent."""
+        if self._final is not None:
+            return self._final
+        self._check()
+        end = self._pause_at if self._pause_at is not None else len(self._pcm) // 2
+        tail = ""
+        if end > 0:
+            tail = self._result(self._tail_future(end))
+        self._final = self._joined([*self._window_texts(wait=True), tail])
+        return self._final
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._drop_guess()
+        for future in self._windows:
+            future.cancel()
+        self._pcm = bytearray()
+
+    def __enter__(self) -> MoonshineStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- windows and guesses -------------------------------------------------------------------
+
+    def _tail_future(self, end: int) -> Future:
+        guess = self._guess
+        if guess is not None and guess.end == end:
+            if guess.future.cancel():  # still waiting behind other work: decode it now, urgently
+                self._guess = None
+            else:
+                self._engine.count("speculation_used")
+                return guess.future
+        self._drop_guess()
+        self._engine.count("urgent_runs")
+        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT)
+
+    def _commit(self, end: int) -> None:
+        self._drop_guess()
+        self._windows.append(self._engine.decode(bytes(self._pcm[: end * 2]), COMMIT))
+        self._engine.count("windows_committed")
+        del self._pcm[: end * 2]
+        self._pause_at = 0 if self._pause_at is not None else None
+
+    def _cut_window(self) -> None:
+        """The window reached MAX_WINDOW_S with no pause: commit up to its quietest recent 20 ms."""
+        samples = np.frombuffer(bytes(self._pcm), dtype="<i2").astype(np.float32)
+        start = max(0, len(samples) - int(CUT_SEARCH_S * SAMPLE_RATE))
+        usable = (len(samples) - start) // CUT_FRAME * CUT_FRAME
+        frames = samples[start : start + usable].reshape(-1, CUT_FRAME)
+        quietest = int(np.argmin(np.mean(frames * frames, axis=1)))
+        self._commit(start + quietest * CUT_FRAME + CUT_FRAME // 2)
+
+    def _drop_guess(self) -> None:
+        if self._guess is not None:
+            self._guess.future.cancel()
+            self._guess = None
+
+    def _window_texts(self, wait: bool) -> list[str]:
+        if wait:
+            return [self._result(future) for future in self._windows]
+        return [f.result() for f in self._windows if f.done() and not f.cancelled() and not f.exception()]
+
+    @staticmethod
+    def _result(future: Future) -> str:
+        try:
+            return str(future.result(RESULT_TIMEOUT_S))
+        except CancelledError:
+            raise AsrError("a Moonshine decode was cancelled (the engine is closing)") from None
+        except TimeoutError:
+            raise AsrError(f"Moonshine did not finish decoding within {RESULT_TIMEOUT_S:.0f} s") from None
+        except AsrError:
+            raise
+        except Exception as exc:  # onnxruntime's own error types
+            raise AsrError(f"Moonshine failed to decode: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def _joined(texts: list[str]) -> str:
+        return " ".join(t for t in texts if t).strip()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise AsrError("ASR stream used after close()")
+        if self._final is not None:
+            raise AsrError("ASR stream already finished")

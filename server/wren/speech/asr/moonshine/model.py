@@ -1,0 +1,121 @@
+"""The Moonshine base-en model on ONNX Runtime, and a greedy decoder with guards against its failure modes.
+
+One `MoonshineModel` per process serves every stream: ONNX Runtime sessions are thread-safe and release
+the GIL while they run, so N threads (the engine's scheduler) can transcribe N utterances at once, each
+inference on one core (`intra_op_num_threads = 1`: for one short utterance more threads barely help, and
+with many speakers they only contend).
+
+Guards (failure modes measured on this model, ../shared/reference/speech-stack-notes.md):
+- silence or low noise: audio whose RMS is below `SILENT_DBFS` is not decoded at all ("").
+- repeat loops in noise ("cancel the timer cancel the timer ..."): at most `MAX_TOKENS_PER_S` tokens per
+  second of audio (+ `EXTRA_TOKENS`), and repeated phrases are trimmed (`trim_repeats`).
+- long audio: the caller (the engine) windows utterances longer than `MAX_WINDOW_S`; this class
+  decodes what it is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from wren.speech.asr.errors import AsrError
+from wren.speech.asr.moonshine.tokenizer import END_ID, START_ID, MoonshineTokenizer
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+MAX_TOKENS_PER_S = 6.5
+EXTRA_TOKENS = 4
+MIN_AUDIO_S = 0.25  # shorter clips are padded with silence: the encoder needs a few frames
+SILENT_DBFS = -52.0
+MAX_WINDOW_S = 10.0
+
+
+def trim_repeats(text: str) -> str:
+    """Collapse a phrase (2–8 words) repeated back to back into one, and a word said more than three times
+    in a row into one: the decoder's loop in noise. Two words said twice ("no no") are kept."""
+    words = re.sub(r"\b(\w+)(?:[ ,]+\1\b){3,}", r"\1", text, flags=re.IGNORECASE).split()
+    changed = True
+    while changed:
+        changed = False
+        for size in range(min(8, len(words) // 2), 1, -1):
+            for start in range(0, len(words) - 2 * size + 1):
+                first = [w.lower().strip(".,!?") for w in words[start : start + size]]
+                second = [w.lower().strip(".,!?") for w in words[start + size : start + 2 * size]]
+                if first == second:
+                    ending = re.search(r"[.,!?]+$", words[start + 2 * size - 1])
+                    del words[start + size : start + 2 * size]
+                    if ending and not words[start + size - 1].endswith(ending.group()):
+                        words[start + size - 1] += ending.group()  # keep the sentence's full stop
+                    changed = True
+                    break
+            if changed:
+                break
+    return " ".join(words)
+
+
+class MoonshineModel:
+    def __init__(self, folder: Path) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        providers = ["CPUExecutionProvider"]
+        def session(name: str) -> ort.InferenceSession:
+            return ort.InferenceSession(str(folder / name), options, providers=providers)
+
+        try:
+            self._encoder = session("encoder.onnx")
+            self._first = session("decoder_first.onnx")
+            self._step = session("decoder_step.onnx")
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise AsrError(f"the converted Moonshine model in {folder} does not load: {exc}") from exc
+        self.tokenizer = MoonshineTokenizer.load(folder / "tokenizer.bin")
+        self._present = [o.name for o in self._step.get_outputs()][1:]
+        self._past_inputs = [i.name for i in self._step.get_inputs() if i.name.startswith("past_key_values")]
+        self.decoded_seconds = 0.0  # audio seconds transcribed (speculative runs included)
+        self._stats_lock = threading.Lock()
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence."""
+        seconds = len(audio) / SAMPLE_RATE
+        if not len(audio) or _dbfs(audio) < SILENT_DBFS:
+            return ""
+        if seconds < MIN_AUDIO_S:
+            audio = np.concatenate([audio, np.zeros(int(MIN_AUDIO_S * SAMPLE_RATE) - len(audio), np.float32)])
+        with self._stats_lock:
+            self.decoded_seconds += seconds
+        hidden = self._encoder.run(None, {"input_values": audio[None, :].astype(np.float32, copy=False)})[0]
+        max_tokens = math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS
+        outputs = self._first.run(
+            None, {"input_ids": np.array([[START_ID]], np.int64), "encoder_hidden_states": hidden}
+        )
+        cache = {name.replace("present", "past_key_values"): value for name, value in
+                 zip(self._present, outputs[1:], strict=True)}
+        tokens: list[int] = []
+        token = int(outputs[0][0, -1].argmax())
+        while token != END_ID and len(tokens) < max_tokens:
+            tokens.append(token)
+            feed = {"input_ids": np.array([[token]], np.int64)}
+            feed.update({name: cache[name] for name in self._past_inputs})
+            outputs = self._step.run(None, feed)
+            for name, value in zip(self._present, outputs[1:], strict=True):
+                if ".decoder." in name:  # the encoder half of the cache never changes
+                    cache[name.replace("present", "past_key_values")] = value
+            token = int(outputs[0][0, -1].argmax())
+        if token != END_ID:
+            log.debug("moonshine: token cap (%d) reached on %.1f s of audio", max_tokens, seconds)
+        return trim_repeats(self.tokenizer.decode(tokens))
+
+
+def _dbfs(audio: np.ndarray) -> float:
+    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
+    return 20 * math.log10(rms) if rms > 0 else -200.0

@@ -1,0 +1,95 @@
+"""A small priority executor for Moonshine decodes: urgent work first, speculation only when idle.
+
+Three classes of work, in this order:
+- URGENT: a person is waiting (the utterance ended and no speculative result covers it);
+- COMMIT: a finished window of a long utterance (needed before the utterance's end);
+- SPECULATIVE: a guess at a pause, useful only if the person stays quiet.
+Within a class, first come first served. `threads` jobs run at once (each ONNX Runtime inference on one
+core), which is the engine's bound on concurrency.
+
+Overflow policy: at most `max_speculative` speculative jobs wait; past that the OLDEST waiting one is
+cancelled (its stream then decodes at its end, as without speculation). Urgent and commit jobs are never
+dropped: there is at most one of each per open stream, and streams are bounded by the sessions.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+URGENT, COMMIT, SPECULATIVE = 0, 1, 2
+
+
+class DecodeScheduler:
+    def __init__(self, threads: int, max_speculative: int = 32) -> None:
+        self._heap: list[tuple[int, int, Future, Callable[[], Any]]] = []
+        self._order = itertools.count()
+        self._ready = threading.Condition()
+        self._max_speculative = max_speculative
+        self._closed = False
+        self.dropped_speculative = 0
+        self._threads = [
+            threading.Thread(target=self._run, name=f"wren-moonshine-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[[], Any], priority: int) -> Future:
+        future: Future = Future()
+        with self._ready:
+            if self._closed:
+                future.set_exception(RuntimeError("the Moonshine scheduler is closed"))
+                return future
+            heapq.heappush(self._heap, (priority, next(self._order), future, fn))
+            if priority == SPECULATIVE:
+                self._shed_speculation()
+            self._ready.notify()
+        return future
+
+    def _shed_speculation(self) -> None:
+        waiting = [entry for entry in self._heap if entry[0] == SPECULATIVE and not entry[2].cancelled()]
+        while len(waiting) > self._max_speculative:
+            oldest = min(waiting, key=lambda entry: entry[1])
+            waiting.remove(oldest)
+            oldest[2].cancel()
+            self.dropped_speculative += 1
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def waiting(self) -> int:
+        with self._ready:
+            return sum(1 for entry in self._heap if not entry[2].cancelled())
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._heap and not self._closed:
+                    self._ready.wait()
+                if self._closed and not self._heap:
+                    return
+                _, _, future, fn = heapq.heappop(self._heap)
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while waiting (superseded or shed)
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        with self._ready:
+            self._closed = True
+            for _, _, future, _ in self._heap:
+                future.cancel()
+            self._heap.clear()
+            self._ready.notify_all()

@@ -1,0 +1,177 @@
+"""Moonshine (the default recogniser): conversion cache, words, speculation at pauses, guards, windowing."""
+
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+import pytest
+from wren.config import AsrConfig
+from wren.speech.asr import AsrError, load_asr
+from wren.speech.asr.moonshine.assets import find_assets
+from wren.speech.asr.moonshine.convert import cached_folder, is_complete
+from wren.speech.asr.moonshine.model import trim_repeats
+from wren.speech.asr.moonshine.scheduler import SPECULATIVE, URGENT, DecodeScheduler
+from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
+
+from tests.speech.conftest import feed_in_chunks, recognise, spoken
+
+
+@pytest.fixture(scope="module")
+def moonshine():
+    engine = load_asr(AsrConfig(engine="moonshine"))
+    yield engine
+    engine.close()
+
+
+def plain(text: str) -> str:
+    return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())
+
+
+def test_moonshine_is_the_default_engine():
+    assert AsrConfig().engine == "moonshine"
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["please tell me the date", "what is my name", "set the volume to thirty", "turn the light red"],
+)
+def test_recognises_everyday_requests_pocketsphinx_got_wrong(moonshine, sentence):
+    assert plain(recognise(moonshine, spoken(sentence))) == sentence
+
+
+def test_converted_model_is_cached_per_machine_and_keyed_by_the_weights(moonshine):
+    folder = cached_folder(find_assets(), Path(moonshine_cache_dir()))
+    assert is_complete(folder)
+    assert find_assets().fingerprint() in folder.name
+    started = time.perf_counter()
+    second = load_asr(AsrConfig(engine="moonshine"))  # found in the cache: no conversion
+    try:
+        assert time.perf_counter() - started < 10
+    finally:
+        second.close()
+
+
+def moonshine_cache_dir() -> str:
+    from wren.speech.asr.moonshine.assets import default_cache_dir
+
+    return str(default_cache_dir())
+
+
+def test_a_pause_is_decoded_in_the_background_so_finish_has_nothing_left(moonshine):
+    pcm = spoken("set a timer for five minutes")
+    full = recognise(moonshine, pcm)
+    stream = moonshine.open_stream()
+    feed_in_chunks(stream, pcm)
+    before = moonshine.stats.speculation_used
+    stream.pause()
+    time.sleep(1.0)  # the speculative decode runs meanwhile
+    started = time.perf_counter()
+    text = stream.finish()
+    assert time.perf_counter() - started < 0.02
+    assert text == full
+    assert moonshine.stats.speculation_used == before + 1
+    stream.close()
+
+
+def test_speech_after_a_pause_is_recognised_too(moonshine):
+    stream = moonshine.open_stream()
+    feed_in_chunks(stream, spoken("what time is it", tail_ms=100))
+    stream.pause()
+    stream.resume()
+    feed_in_chunks(stream, spoken("and what is the date", lead_ms=100))
+    words = plain(stream.finish())
+    stream.close()
+    assert "time" in words and "date" in words
+
+
+def test_audio_after_the_last_pause_is_not_decoded_again(moonshine):
+    """The VAD said the speaker stayed quiet after the pause: the guess is final, whatever follows."""
+    stream = moonshine.open_stream()
+    feed_in_chunks(stream, spoken("what is my name"))
+    stream.pause()
+    feed_in_chunks(stream, bytes(16000 * 2))  # a second of silence while the button is still held
+    assert plain(stream.finish()) == "what is my name"
+    stream.close()
+
+
+def test_silence_and_low_noise_give_no_words(moonshine):
+    rng = np.random.default_rng(3)
+    noise = np.clip(rng.normal(0, 30, 32000), -32768, 32767).astype("<i2").tobytes()  # ≈ -60 dBFS
+    assert recognise(moonshine, bytes(32000 * 2)) == ""
+    assert recognise(moonshine, noise) == ""
+
+
+def test_an_utterance_longer_than_a_window_is_split_not_dropped(moonshine):
+    sentences = ["set a timer for five minutes", "turn the light red", "what is the weather like today",
+                 "please tell me the date", "set the volume to thirty", "remind me to call my mother",
+                 "what can you do"]
+    pcm = b"".join(spoken(s, lead_ms=0, tail_ms=0) for s in sentences + sentences[:3])
+    assert len(pcm) / 32000 > 10  # past MAX_WINDOW_S with no pause: cut at the quietest point
+    before = moonshine.stats.windows_committed
+    words = plain(recognise(moonshine, pcm)).split()
+    assert moonshine.stats.windows_committed > before
+    expected = " ".join(sentences).split()  # (the words of the repeated three are in there too)
+    missing = [w for w in expected if w not in words]
+    assert len(missing) <= 2, (missing, words)
+
+
+def test_a_stream_cannot_be_used_after_close(moonshine):
+    stream = moonshine.open_stream()
+    stream.close()
+    with pytest.raises(AsrError):
+        stream.accept(b"\0\0")
+
+
+def test_repeated_phrases_of_a_decoder_loop_are_trimmed():
+    assert trim_repeats("Cancel the timer cancel the timer cancel the timer.") == "Cancel the timer."
+    assert trim_repeats("no no") == "no no"
+    assert trim_repeats("go go go go go") == "go"
+    assert trim_repeats("set the volume to thirty") == "set the volume to thirty"
+
+
+def test_tokenizer_reads_long_pieces_and_byte_fallback(tmp_path):
+    long_piece = "\u2581" + "x" * 200
+    blob = bytearray()
+    for piece in [b"<unk>", b"<s>", b"</s>", "\u2581hi".encode(), long_piece.encode(), b"\xc3", b"\xa9"]:
+        n = len(piece)
+        blob += bytes([n]) if n < 128 else bytes([(n & 0x7F) | 0x80, n >> 7])
+        blob += piece
+    (tmp_path / "tokenizer.bin").write_bytes(bytes(blob))
+    tokenizer = MoonshineTokenizer.load(tmp_path / "tokenizer.bin")
+    assert len(tokenizer) == 7
+    assert tokenizer.decode([1, 3, 5, 6, 2]) == "hié"
+    assert tokenizer.decode([4]) == "x" * 200
+
+
+def test_scheduler_runs_urgent_work_before_speculation_and_sheds_the_oldest_guess():
+    scheduler = DecodeScheduler(threads=1, max_speculative=2)
+    order: list[str] = []
+    gate: Future = Future()
+    try:
+        scheduler.submit(lambda: gate.result(5), URGENT)  # occupies the only thread
+        time.sleep(0.05)
+        guesses = [scheduler.submit(lambda i=i: order.append(f"guess{i}"), SPECULATIVE) for i in range(3)]
+        urgent = scheduler.submit(lambda: order.append("urgent"), URGENT)
+        gate.set_result(None)
+        urgent.result(5)
+        for guess in guesses[1:]:
+            guess.result(5)
+        assert guesses[0].cancelled()  # past max_speculative: the oldest waiting guess is dropped
+        assert order == ["urgent", "guess1", "guess2"]
+        assert scheduler.dropped_speculative == 1
+    finally:
+        scheduler.close()
+
+
+def test_a_missing_model_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(AsrError, match=r"lacks encoder_model\.ort"):
+        load_asr(AsrConfig(engine="moonshine", model_path=str(tmp_path)))
+
+
+def test_an_unknown_engine_names_the_choices():
+    with pytest.raises(AsrError, match="moonshine, pocketsphinx, vosk"):
+        load_asr(AsrConfig(engine="whisper"))
