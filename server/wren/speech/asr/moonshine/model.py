@@ -34,6 +34,8 @@ EXTRA_TOKENS = 4
 MIN_AUDIO_S = 0.25  # shorter clips are padded with silence: the encoder needs a few frames
 SILENT_DBFS = -52.0
 MAX_WINDOW_S = 10.0
+HEADS, HEAD_DIM = 8, 52
+EMPTY_SELF_CACHE = np.zeros((1, HEADS, 0, HEAD_DIM), np.float32)  # before the first token
 
 
 def trim_repeats(text: str) -> str:
@@ -74,13 +76,14 @@ class MoonshineModel:
 
         try:
             self._encoder = session("encoder.onnx")
-            self._first = session("decoder_first.onnx")
+            self._cross = session("decoder_cross.onnx")
             self._step = session("decoder_step.onnx")
         except Exception as exc:  # onnxruntime raises its own exception types
             raise AsrError(f"the converted Moonshine model in {folder} does not load: {exc}") from exc
         self.tokenizer = MoonshineTokenizer.load(folder / "tokenizer.bin")
         self._present = [o.name for o in self._step.get_outputs()][1:]
         self._past_inputs = [i.name for i in self._step.get_inputs() if i.name.startswith("past_key_values")]
+        self._cross_outputs = [o.name for o in self._cross.get_outputs()]
         self.decoded_seconds = 0.0  # audio seconds transcribed (speculative runs included)
         self._stats_lock = threading.Lock()
 
@@ -95,25 +98,29 @@ class MoonshineModel:
             self.decoded_seconds += seconds
         hidden = self._encoder.run(None, {"input_values": audio[None, :].astype(np.float32, copy=False)})[0]
         max_tokens = math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS
-        outputs = self._first.run(
-            None, {"input_ids": np.array([[START_ID]], np.int64), "encoder_hidden_states": hidden}
-        )
-        cache = {name.replace("present", "past_key_values"): value for name, value in
-                 zip(self._present, outputs[1:], strict=True)}
+        cross = self._cross.run(None, {"encoder_hidden_states": hidden})
+        cache = {name.replace("present", "past_key_values"): value
+                 for name, value in zip(self._cross_outputs, cross, strict=True)}
+        cache.update({name: EMPTY_SELF_CACHE for name in self._past_inputs if ".decoder." in name})
         tokens: list[int] = []
-        token = int(outputs[0][0, -1].argmax())
-        while token != END_ID and len(tokens) < max_tokens:
-            tokens.append(token)
-            feed = {"input_ids": np.array([[token]], np.int64)}
-            feed.update({name: cache[name] for name in self._past_inputs})
-            outputs = self._step.run(None, feed)
+        token = START_ID
+        while True:
+            outputs = self._step.run(None, self._feed(token, cache))
             for name, value in zip(self._present, outputs[1:], strict=True):
                 if ".decoder." in name:  # the encoder half of the cache never changes
                     cache[name.replace("present", "past_key_values")] = value
             token = int(outputs[0][0, -1].argmax())
+            if token == END_ID or len(tokens) >= max_tokens:
+                break
+            tokens.append(token)
         if token != END_ID:
             log.debug("moonshine: token cap (%d) reached on %.1f s of audio", max_tokens, seconds)
         return trim_repeats(self.tokenizer.decode(tokens))
+
+    def _feed(self, token: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        feed = {name: cache[name] for name in self._past_inputs}
+        feed["input_ids"] = np.array([[token]], np.int64)
+        return feed
 
 
 def _dbfs(audio: np.ndarray) -> float:
