@@ -175,3 +175,17 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path):
 def test_an_unknown_engine_names_the_choices():
     with pytest.raises(AsrError, match="moonshine, pocketsphinx, vosk"):
         load_asr(AsrConfig(engine="whisper"))
+
+
+def test_without_the_moonshine_wheel_the_default_falls_back_to_pocketsphinx(monkeypatch, caplog):
+    """An ARM box, where pip cannot install the x86_64-only wheel: the server still recognises speech."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    def find_spec(name, *args):
+        return None if name == "moonshine_cpp" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    engine = load_asr(AsrConfig(workers=0, pool_size=1))
+    assert engine.name == "pocketsphinx"
+    assert "falling back to pocketsphinx" in caplog.text and "moonshine-cpp" in caplog.text

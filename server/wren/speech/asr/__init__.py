@@ -18,10 +18,14 @@ Thread-safety: the engine (its pool) is thread-safe; one AsrStream must be used 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Protocol
 
 from wren.config import AsrConfig
 from wren.speech.asr.errors import AsrError
+
+log = logging.getLogger(__name__)
 
 
 class AsrStream(Protocol):
@@ -64,9 +68,16 @@ def load_asr(config: AsrConfig) -> AsrEngine:
     if engine not in ENGINES:
         raise AsrError(f"unknown ASR engine {config.engine!r} ({', '.join(ENGINES)})")
     if engine == "moonshine":
-        from wren.speech.asr.moonshine import load_moonshine
+        from wren.speech.asr.moonshine import MoonshineNotInstalled, load_moonshine
 
-        return load_moonshine(config)
+        try:
+            return load_moonshine(config)
+        except MoonshineNotInstalled as exc:
+            # The default engine on a box where pip could not install its x86_64-only wheel (an ARM
+            # Raspberry Pi): keep working with the bundled pocketsphinx, and say how to get Moonshine.
+            log.warning("asr: %s; falling back to pocketsphinx", exc)
+            config = dataclasses.replace(config, engine="pocketsphinx", model_path="")
+            return load_asr(config)
     if config.workers > 0:
         from wren.speech.asr.process_engine import ProcessAsrEngine
 

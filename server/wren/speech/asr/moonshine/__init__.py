@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wren.config import AsrConfig
 from wren.speech.asr.errors import AsrError
-from wren.speech.asr.moonshine.assets import default_cache_dir, find_assets
+from wren.speech.asr.moonshine.assets import MoonshineNotInstalled, default_cache_dir, find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, converted_model, is_complete
 from wren.speech.asr.moonshine.engine import MoonshineEngine, MoonshineStream
 
@@ -52,4 +52,4 @@ def _convert(model_path: str, cache: str) -> str:
     return str(converted_model(find_assets(model_path), Path(cache)))
 
 
-__all__ = ["MoonshineEngine", "MoonshineStream", "load_moonshine"]
+__all__ = ["MoonshineEngine", "MoonshineNotInstalled", "MoonshineStream", "load_moonshine"]

