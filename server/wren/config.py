@@ -98,6 +98,10 @@ class AsrConfig:
     # cached (empty = $WREN_CACHE_DIR, else $XDG_CACHE_HOME/wren, else ~/.cache/wren).
     decode_threads: int = 0
     cache_dir: str = ""
+    # Bias recognition toward what Wren can act on (its intents, the device's tools, taught names):
+    # "auto" = strong with the built-in agent, weak with an LLM engine (open questions stay as heard);
+    # "strong", "weak" or "off". moonshine only (wren.speech.asr.moonshine.bias).
+    bias: str = "auto"
 
 
 @dataclass

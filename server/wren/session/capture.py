@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -56,10 +56,17 @@ class CaptureResult:
 
 class UtteranceCapture:
     def __init__(
-        self, speech: Any, vad_config: VadConfig, decoder: Any, device_rate: int, speaker: str | None = None
+        self,
+        speech: Any,
+        vad_config: VadConfig,
+        decoder: Any,
+        device_rate: int,
+        speaker: str | None = None,
+        bias: Callable[[], tuple[tuple[str, ...], float]] | None = None,
     ) -> None:
         self._speech = speech
         self._speaker = speaker  # the device id: per-device ASR adaptation
+        self._bias = bias  # (phrases Wren can act on, strength) for recognisers that take a bias
         self._cfg = vad_config
         self._decoder = decoder
         self._device_rate = device_rate
@@ -211,6 +218,9 @@ class UtteranceCapture:
         self.heard_speech = True
         try:
             self._asr = self._speech.asr.open_stream(speaker=self._speaker)
+            prefer = getattr(self._asr, "bias", None)
+            if prefer is not None and self._bias is not None:
+                prefer(*self._bias())
         except AsrError as exc:
             self._asr_lost(exc)
         for chunk in self._preroll:  # the audio before and during onset confirmation

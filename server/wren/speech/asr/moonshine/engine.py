@@ -21,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from wren.speech.asr.errors import AsrError
+from wren.speech.asr.moonshine.bias import PhraseBias
 from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel
 from wren.speech.asr.moonshine.scheduler import COMMIT, SPECULATIVE, URGENT, DecodeScheduler
 
@@ -39,6 +42,7 @@ COMMIT_AFTER_S = 6.0
 CUT_SEARCH_S = 3.0
 CUT_FRAME = SAMPLE_RATE // 50  # 20 ms
 RESULT_TIMEOUT_S = 60.0
+MAX_PHRASE_SETS = 64  # least recently used phrase sets are dropped first
 
 
 @dataclass
@@ -61,6 +65,7 @@ class MoonshineEngine:
         self.scheduler = DecodeScheduler(self.threads, max_speculative)
         self.stats = EngineStats()
         self._stats_lock = threading.Lock()
+        self._biases: OrderedDict[tuple[tuple[str, ...], float], PhraseBias] = OrderedDict()
         log.info("moonshine: model loaded in %.2f s, %d decode threads", time.perf_counter() - started,
                  self.threads)
 
@@ -74,10 +79,25 @@ class MoonshineEngine:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def decode(self, pcm: bytes, priority: int) -> Future:
+    def decode(self, pcm: bytes, priority: int, bias: PhraseBias | None = None) -> Future:
         """Schedule the transcription of int16 PCM (copied now: the caller's buffer may grow)."""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-        return self.scheduler.submit(lambda: self.model.transcribe(audio), priority)
+        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias), priority)
+
+    def phrase_bias(self, phrases: tuple[str, ...], margin: float) -> PhraseBias:
+        """One PhraseBias per distinct phrase set (sessions of similar devices share it)."""
+        key = (phrases, margin)
+        with self._stats_lock:
+            bias = self._biases.get(key)
+            if bias is not None:
+                self._biases.move_to_end(key)
+                return bias
+        bias = PhraseBias(phrases, margin)
+        with self._stats_lock:
+            self._biases[key] = bias
+            while len(self._biases) > MAX_PHRASE_SETS:
+                self._biases.popitem(last=False)
+        return bias
 
     def close(self) -> None:
         self.scheduler.close()
@@ -100,6 +120,7 @@ class MoonshineStream:
         self._pause_at: int | None = None  # samples into the window at the last pause (None: speaking)
         self._final: str | None = None
         self._closed = False
+        self._bias: PhraseBias | None = None
         self.samples = 0
 
     # ---- AsrStream ---------------------------------------------------------------------------
@@ -128,8 +149,13 @@ class MoonshineStream:
             self._commit(window)
             return
         self._drop_guess()
-        self._guess = _Guess(window, self._engine.decode(bytes(self._pcm), SPECULATIVE))
+        self._guess = _Guess(window, self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias))
         self._engine.count("speculative_runs")
+
+    def bias(self, phrases: tuple[str, ...], margin: float) -> None:
+        """Prefer these words where the model finds them about as likely (`moonshine.bias`); margin in nats
+        per replaced word, 0 = off."""
+        self._bias = self._engine.phrase_bias(phrases, margin) if phrases and margin > 0 else None
 
     def resume(self) -> None:
         """The speaker spoke again after a pause: the audio after it must be decoded too."""
@@ -153,7 +179,8 @@ class MoonshineStream:
         tail = ""
         if end > 0:
             tail = self._result(self._tail_future(end))
-        self._final = self._joined([*self._window_texts(wait=True), tail])
+        # Decoded up to a pause, the model may end on a comma ("Turn on the light,"): it is the end.
+        self._final = re.sub(r"[,;:]+$", ".", self._joined([*self._window_texts(wait=True), tail]))
         return self._final
 
     def close(self) -> None:
@@ -183,11 +210,11 @@ class MoonshineStream:
                 return guess.future
         self._drop_guess()
         self._engine.count("urgent_runs")
-        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT)
+        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT, self._bias)
 
     def _commit(self, end: int) -> None:
         self._drop_guess()
-        self._windows.append(self._engine.decode(bytes(self._pcm[: end * 2]), COMMIT))
+        self._windows.append(self._engine.decode(bytes(self._pcm[: end * 2]), COMMIT, self._bias))
         self._engine.count("windows_committed")
         del self._pcm[: end * 2]
         self._pause_at = 0 if self._pause_at is not None else None

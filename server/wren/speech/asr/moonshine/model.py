@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from wren.speech.asr.errors import AsrError
+from wren.speech.asr.moonshine.bias import PhraseBias
 from wren.speech.asr.moonshine.tokenizer import END_ID, START_ID, MoonshineTokenizer
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ MIN_AUDIO_S = 0.25  # shorter clips are padded with silence: the encoder needs a
 SILENT_DBFS = -52.0
 MAX_WINDOW_S = 10.0
 HEADS, HEAD_DIM = 8, 52
+ALTERNATIVES = 8  # top tokens per word start considered for phrase-set words
 EMPTY_SELF_CACHE = np.zeros((1, HEADS, 0, HEAD_DIM), np.float32)  # before the first token
 
 
@@ -87,8 +89,9 @@ class MoonshineModel:
         self.decoded_seconds = 0.0  # audio seconds transcribed (speculative runs included)
         self._stats_lock = threading.Lock()
 
-    def transcribe(self, audio: np.ndarray) -> str:
-        """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence."""
+    def transcribe(self, audio: np.ndarray, bias: PhraseBias | None = None) -> str:
+        """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence. With `bias`, near-miss words are
+        replaced by phrase-set words the model finds about as likely (`wren.speech.asr.moonshine.bias`)."""
         seconds = len(audio) / SAMPLE_RATE
         if not len(audio) or _dbfs(audio) < SILENT_DBFS:
             return ""
@@ -97,30 +100,84 @@ class MoonshineModel:
         with self._stats_lock:
             self.decoded_seconds += seconds
         hidden = self._encoder.run(None, {"input_values": audio[None, :].astype(np.float32, copy=False)})[0]
-        max_tokens = math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS
-        cross = self._cross.run(None, {"encoder_hidden_states": hidden})
-        cache = {name.replace("present", "past_key_values"): value
-                 for name, value in zip(self._cross_outputs, cross, strict=True)}
+        cross = dict(zip(self._cross_outputs, self._cross.run(None, {"encoder_hidden_states": hidden}),
+                         strict=True))
+        first_tokens = bias.by_first_token(self.tokenizer.encode) if bias else None
+        tokens, score, heard_as = self._greedy(
+            cross, math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS, first_tokens
+        )
+        text = self.tokenizer.decode(tokens)
+        if bias:
+            text = self._rescored(cross, text, score, bias, heard_as)
+        return trim_repeats(text)
+
+    def _cache(self, cross: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        cache = {name.replace("present", "past_key_values"): value for name, value in cross.items()}
         cache.update({name: EMPTY_SELF_CACHE for name in self._past_inputs if ".decoder." in name})
+        return cache
+
+    def _greedy(
+        self, cross: dict[str, np.ndarray], max_tokens: int, first_tokens: dict[int, list[str]] | None = None
+    ) -> tuple[list[int], float, dict[int, set[str]]]:
+        """Greedy tokens (without start/end), their total log-probability (end token included), and, with
+        `first_tokens` (phrase-set words by first token), which of those words the model ranked among its
+        top `ALTERNATIVES` where each word of the hypothesis starts."""
+        cache = self._cache(cross)
         tokens: list[int] = []
-        token = START_ID
+        heard_as: dict[int, set[str]] = {}
+        words = -1
+        token, score = START_ID, 0.0
         while True:
-            outputs = self._step.run(None, self._feed(token, cache))
+            outputs = self._step.run(None, self._feed([token], cache))
             for name, value in zip(self._present, outputs[1:], strict=True):
                 if ".decoder." in name:  # the encoder half of the cache never changes
                     cache[name.replace("present", "past_key_values")] = value
-            token = int(outputs[0][0, -1].argmax())
+            logits = outputs[0][0, -1]
+            token = int(logits.argmax())
+            score += float(logits[token]) - _logsumexp(logits)
             if token == END_ID or len(tokens) >= max_tokens:
-                break
+                if token != END_ID:
+                    log.debug("moonshine: token cap (%d) reached", max_tokens)
+                return tokens, score, heard_as
+            if self.tokenizer.starts_word(token):
+                words += 1
+                if first_tokens:
+                    top = np.argpartition(logits, -ALTERNATIVES)[-ALTERNATIVES:]
+                    found = {w for t in top if int(t) != token for w in first_tokens.get(int(t), ())}
+                    if found:
+                        heard_as[words] = found
             tokens.append(token)
-        if token != END_ID:
-            log.debug("moonshine: token cap (%d) reached on %.1f s of audio", max_tokens, seconds)
-        return trim_repeats(self.tokenizer.decode(tokens))
 
-    def _feed(self, token: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def score(self, cross: dict[str, np.ndarray], text: str) -> float:
+        """log p(text | audio), by teacher forcing: one decoder pass over all of its tokens."""
+        ids = [START_ID, *self.tokenizer.encode(text), END_ID]
+        logits = self._step.run(None, self._feed(ids[:-1], self._cache(cross)))[0][0]
+        peak = logits.max(axis=1, keepdims=True)
+        log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=1))
+        return float(sum(logits[i, ids[i + 1]] - log_norm[i] for i in range(len(ids) - 1)))
+
+    def _rescored(
+        self, cross: dict[str, np.ndarray], text: str, greedy_score: float, bias: PhraseBias,
+        heard_as: dict[int, set[str]],
+    ) -> str:
+        best, best_gain = text, 0.0
+        for candidate in bias.candidates(text, heard_as):
+            gain = self.score(cross, candidate.text) - greedy_score + bias.margin * candidate.replaced
+            if gain > best_gain:
+                best, best_gain = candidate.text, gain
+        if best != text:
+            log.debug("moonshine: biased %r -> %r", text, best)
+        return best
+
+    def _feed(self, ids: list[int], cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         feed = {name: cache[name] for name in self._past_inputs}
-        feed["input_ids"] = np.array([[token]], np.int64)
+        feed["input_ids"] = np.array([ids], np.int64)
         return feed
+
+
+def _logsumexp(values: np.ndarray) -> float:
+    peak = float(values.max())
+    return peak + float(np.log(np.exp(values - peak).sum()))
 
 
 def _dbfs(audio: np.ndarray) -> float:

@@ -1,0 +1,67 @@
+"""The words Wren can act on, for biasing the recogniser toward them (`[asr] bias`).
+
+Three sources, in the order people meet them: the built-in engine's own intents (time, date, timers,
+volume, lights, names…), the connected device's MCP tools (names, parameter names, enum values, and values
+a description quotes in backticks: "volume", "brightness", "theme", "dark"), and names people taught it
+(the built-in engine's `user_name`). Number ranges are left out: the recogniser writes numbers well and
+the agent's normaliser reads them in any form. The recogniser (moonshine) rescores near-misses with them; see
+`wren.speech.asr.moonshine.bias` for the rule that decides between the biased and the open transcript.
+
+Bounded: a device may list thousands of properties; at most `MAX_PHRASES` phrases of `MAX_PHRASE_CHARS`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from wren.tools.router import humanize_tool_name
+from wren.tools.spec import ToolSpec
+
+MAX_PHRASES = 400
+MAX_PHRASE_CHARS = 60
+
+BUILTIN_PHRASES = (
+    "what time is it", "what is the date today", "what day is it",
+    "set a timer for five minutes", "how long is left on the timer", "cancel the timer", "stop the timer",
+    "set an alarm for seven", "wake me up at six thirty", "remind me at six to call mum",
+    "remind me in ten minutes to check the oven",
+    "louder", "quieter", "a bit louder", "turn it up", "turn it down", "brighter", "dimmer",
+    "set the volume to thirty", "turn the light red", "green blue white yellow orange purple pink",
+    "my name is", "what is my name", "what can you do", "repeat that", "stop", "cancel", "thank you",
+    "goodbye", "hello", "minutes seconds hours", "percent", "brightness", "volume", "light", "theme",
+)
+
+
+def _tool_phrases(tool: ToolSpec) -> list[str]:
+    phrases = [humanize_tool_name(tool.name)]
+    for name, schema in tool.properties.items():
+        phrases.append(re.sub(r"[_.-]+", " ", re.sub(r"([a-z])([A-Z])", r"\1 \2", name)))
+        enum = schema.get("enum") if isinstance(schema, dict) else None
+        if isinstance(enum, list):
+            phrases.extend(str(value) for value in enum[:50] if isinstance(value, str))
+    phrases.extend(re.findall(r"`([A-Za-z][A-Za-z ]{1,30})`", tool.description[:2000]))
+    return phrases
+
+
+def recognition_phrases(tools: Iterable[ToolSpec] = (), taught_names: Iterable[str] = ()) -> tuple[str, ...]:
+    """The phrase set for one session, most important first, deduplicated and bounded."""
+    seen: set[str] = set()
+    result: list[str] = []
+
+    def add(phrase: str) -> None:
+        phrase = " ".join(phrase.split())[:MAX_PHRASE_CHARS]
+        if phrase and phrase.lower() not in seen and len(result) < MAX_PHRASES:
+            seen.add(phrase.lower())
+            result.append(phrase)
+
+    for name in taught_names:
+        add(name)
+    for phrase in BUILTIN_PHRASES:
+        add(phrase)
+    for tool in tools:
+        if len(result) >= MAX_PHRASES:
+            break
+        for phrase in _tool_phrases(tool):
+            add(phrase)
+    return tuple(result)

@@ -1,0 +1,153 @@
+"""Recognition biased toward what Wren can act on: near-miss words of a hypothesis are replaced by phrase-set
+words when the model itself finds the replacement about as likely.
+
+The phrase set (built by the agent: its own intent phrases, the device's MCP tool names, parameter names
+and enum values, names people taught it) gives a vocabulary. A hypothesis word (or two-word span) that is
+not in it but looks or sounds like a vocabulary word (`SIMILARITY`, letters or a consonant skeleton) makes a
+candidate sentence. Every candidate is then scored by the model on the same audio (teacher forcing: one
+decoder pass, ≈10 ms), and the best candidate replaces the greedy text if
+
+    log p(candidate | audio) >= log p(greedy | audio) - margin × words replaced
+
+`margin` is the bias strength in nats per word (`[asr] bias`, see `margin_for`): a strong prior for the
+built-in engine, which can only act on its own phrases anyway; a weak one with an LLM engine, so that open
+questions keep what was heard and only near-ties flip. This is the rescoring half of Home Assistant's
+Speech-to-Phrase idea, without closing the vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz, process
+
+SIMILARITY = 72.0
+MAX_CANDIDATES = 6
+STRONG_MARGIN = 4.0  # nats per replaced word: built-in engine
+WEAK_MARGIN = 1.0  # LLM engines: open questions stay as heard
+_WORD = re.compile(r"[A-Za-z][A-Za-z']*")
+# Function words are never replaced, nor used as replacements: the model knows them better than we do.
+_COMMON = {
+    "a", "an", "the", "to", "of", "in", "on", "at", "is", "it", "be", "by", "for", "and", "or", "my",
+    "me", "i", "you", "we", "what", "how", "who", "when", "where", "why", "can", "do", "are", "was",
+    "this", "that", "with", "from", "all", "some", "so", "too", "not", "then", "than", "there", "their",
+    "they", "them", "your", "our", "his", "her", "its",
+}
+
+
+def margin_for(setting: str, agent_engine: str) -> float:
+    """`[asr] bias`: "auto" (strong with the built-in engine, weak with an LLM), "strong", "weak", "off"."""
+    if setting == "off":
+        return 0.0
+    if setting == "strong" or (setting == "auto" and agent_engine == "builtin"):
+        return STRONG_MARGIN
+    return WEAK_MARGIN
+
+
+def _skeleton(word: str) -> str:
+    """A crude sound key: first letter, then consonants without doubles ("siobhan" → "sbhn")."""
+    word = word.lower()
+    rest = re.sub(r"[aeiouy']", "", word[1:])
+    return word[:1] + re.sub(r"(.)\1+", r"\1", rest)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    replaced: int  # words of the hypothesis replaced
+
+
+class PhraseBias:
+    def __init__(self, phrases: Iterable[str], margin: float = STRONG_MARGIN) -> None:
+        vocabulary: dict[str, str] = {}
+        for phrase in phrases:
+            for word in _WORD.findall(phrase):
+                key = word.lower()
+                if len(key) >= 3 and key not in _COMMON:
+                    # keep the spelling people taught ("Siobhan"), else lower case
+                    vocabulary.setdefault(key, word if word[:1].isupper() else key)
+        self.vocabulary = vocabulary
+        self._keys = list(vocabulary)
+        self._skeletons = [_skeleton(k) for k in self._keys]
+        self.margin = margin
+        self._first_tokens: dict[int, list[str]] | None = None
+
+    def by_first_token(self, encode: Callable[[str], list[int]]) -> dict[int, list[str]]:
+        """Vocabulary words by the first token of their spelling (computed once per phrase set)."""
+        if self._first_tokens is None:
+            index: dict[int, list[str]] = {}
+            for key, word in self.vocabulary.items():
+                for spelling in {word, word[:1].upper() + word[1:]}:
+                    ids = encode(spelling)
+                    if ids:
+                        index.setdefault(ids[0], []).append(key)
+            self._first_tokens = index
+        return self._first_tokens
+
+    def __bool__(self) -> bool:
+        return bool(self._keys) and self.margin > 0
+
+    def _closest(self, span: str) -> tuple[str, float] | None:
+        letters = process.extractOne(span, self._keys, scorer=fuzz.ratio, score_cutoff=SIMILARITY)
+        sounds = process.extractOne(_skeleton(span), self._skeletons, scorer=fuzz.ratio, score_cutoff=85.0)
+        best: tuple[str, float] | None = (letters[0], letters[1]) if letters else None
+        if sounds and len(_skeleton(span)) >= 3 and (best is None or sounds[1] > best[1]):
+            best = (self._keys[sounds[2]], sounds[1])
+        return best
+
+    def candidates(self, hypothesis: str, heard_as: dict[int, set[str]] | None = None) -> list[Candidate]:
+        """Sentences with one near-miss span (1–2 words) replaced, best matches first, and all of them
+        replaced at once; empty when every word is known or nothing is close.
+
+        `heard_as` (from the decoder): word index → vocabulary words whose first token the model also
+        ranked high where that word starts ("Said" where "Set" was a close second), which finds
+        near-misses that spelling alone does not."""
+        if not self:
+            return []
+        words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(hypothesis)]
+        known = set(self._keys)
+        options: list[tuple[float, int, int, str]] = []  # (similarity, start, end, replacement)
+        for index, alternatives in (heard_as or {}).items():
+            if index < len(words) and words[index][2].lower() not in known:
+                start, end, word = words[index]
+                for key in alternatives:  # the model heard it as possible: the rescoring decides
+                    options.append((50 + fuzz.ratio(word.lower(), key) / 2, start, end, self.vocabulary[key]))
+        for i in range(len(words)):
+            for size in (1, 2):
+                span_words = words[i : i + size]
+                if len(span_words) < size:
+                    continue
+                span = " ".join(w for _, _, w in span_words).lower()
+                if any(w.lower() in known or w.lower() in _COMMON for _, _, w in span_words):
+                    continue
+                if len(span.replace(" ", "")) < 3:
+                    continue
+                match = self._closest(span.replace(" ", "") if size == 2 else span)
+                if match is None or match[0] == span:
+                    continue
+                options.append((match[1], span_words[0][0], span_words[-1][1], self.vocabulary[match[0]]))
+        options.sort(key=lambda o: -o[0])
+        chosen = _non_overlapping(options)[:MAX_CANDIDATES]
+        result = [Candidate(_replace(hypothesis, [o]), 1) for o in chosen]
+        if len(chosen) > 1:
+            result.append(Candidate(_replace(hypothesis, chosen), len(chosen)))
+        return result
+
+
+def _non_overlapping(options: list[tuple[float, int, int, str]]) -> list[tuple[float, int, int, str]]:
+    taken: list[tuple[float, int, int, str]] = []
+    for option in options:
+        if all(option[2] <= t[1] or option[1] >= t[2] for t in taken):
+            taken.append(option)
+    return taken
+
+
+def _replace(text: str, options: list[tuple[float, int, int, str]]) -> str:
+    for _, start, end, word in sorted(options, key=lambda o: -o[1]):
+        original = text[start:end]
+        if original[:1].isupper() and word[:1].islower():
+            word = word[:1].upper() + word[1:]
+        text = text[:start] + word + text[end:]
+    return text

@@ -1,0 +1,103 @@
+"""Recognition biased toward what Wren can act on: phrase sets, candidates, rescoring, the session path."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from wren.agent.vocabulary import MAX_PHRASES, recognition_phrases
+from wren.config import AsrConfig, VadConfig
+from wren.session.capture import UtteranceCapture
+from wren.session.state import ListenMode
+from wren.speech.asr import load_asr
+from wren.speech.asr.moonshine.bias import STRONG_MARGIN, WEAK_MARGIN, PhraseBias, margin_for
+from wren.speech.codec import make_decoder
+from wren.tools.spec import ToolSpec
+
+from tests.speech.conftest import recognise, spoken
+
+LIGHT_TOOL = ToolSpec(
+    "self.kitchen_light.turn_on",
+    "Turn on the kitchen light. The mode can be `bright` or `cosy`.",
+    {"type": "object", "properties": {"mode": {"type": "string", "enum": ["bright", "cosy"]}}},
+)
+
+
+@pytest.fixture(scope="module")
+def moonshine():
+    engine = load_asr(AsrConfig(engine="moonshine"))
+    yield engine
+    engine.close()
+
+
+def biased(engine, pcm: bytes, phrases: tuple[str, ...], margin: float = STRONG_MARGIN) -> str:
+    stream = engine.open_stream()
+    stream.bias(phrases, margin)
+    try:
+        stream.accept(pcm)
+        return stream.finish()
+    finally:
+        stream.close()
+
+
+def test_the_phrase_set_holds_taught_names_intents_and_the_devices_tool_words():
+    phrases = recognition_phrases([LIGHT_TOOL], taught_names=["Siobhan"])
+    assert phrases[0] == "Siobhan"
+    assert "what time is it" in phrases
+    assert {"kitchen light turn on", "mode", "bright", "cosy"} <= set(phrases)
+
+
+def test_a_hostile_tool_list_gives_a_bounded_phrase_set():
+    schema = {"type": "object", "properties": {f"p{j}": {} for j in range(50)}}
+    tools = [ToolSpec(f"self.tool_{i}", "x", schema) for i in range(2000)]
+    phrases = recognition_phrases(tools)
+    assert len(phrases) == MAX_PHRASES and all(len(p) <= 60 for p in phrases)
+
+
+def test_bias_strength_is_strong_for_the_builtin_agent_and_weak_for_an_llm():
+    assert margin_for("auto", "builtin") == STRONG_MARGIN
+    assert margin_for("auto", "openai") == margin_for("weak", "builtin") == WEAK_MARGIN
+    assert margin_for("off", "builtin") == 0.0
+
+
+def test_candidates_replace_near_miss_words_but_never_known_or_function_words():
+    bias = PhraseBias(["turn on the kitchen light", "set the theme to dark"])
+    assert [c.text for c in bias.candidates("Purn on the kitchen light.")] == ["Turn on the kitchen light."]
+    assert bias.candidates("Set the theme to dark.") == []
+    assert bias.candidates("Tell me a story about dragons.") == []
+    # what the decoder ranked high at a word's start is a candidate even when the spelling is far off
+    assert [c.text for c in bias.candidates("Said the theme to dark.", {0: {"set"}})] == [
+        "Set the theme to dark."
+    ]
+
+
+def test_a_near_miss_of_a_device_command_is_recognised_as_the_command(moonshine):
+    pcm = spoken("turn on the kitchen light")
+    assert recognise(moonshine, pcm) == "Purn on the kitchen light."  # the open recogniser's slip
+    phrases = recognition_phrases([LIGHT_TOOL])
+    assert biased(moonshine, pcm, phrases) == "Turn on the kitchen light."
+
+
+def test_a_word_the_model_heard_as_second_choice_is_taken_from_the_phrase_set(moonshine):
+    pcm = spoken("set a pasta timer")
+    assert recognise(moonshine, pcm).startswith("Said")
+    assert biased(moonshine, pcm, ("set a pasta timer",)).startswith("Set a pasta")
+
+
+def test_open_questions_stay_as_heard(moonshine):
+    phrases = recognition_phrases([LIGHT_TOOL])
+    for sentence, heard in [("why is the sky blue", "Why is the sky blue?"),
+                            ("tell me a story about dragons", "Tell me a story about dragons.")]:
+        assert biased(moonshine, spoken(sentence), phrases, WEAK_MARGIN) == heard
+        assert biased(moonshine, spoken(sentence), phrases, STRONG_MARGIN) == heard
+
+
+def test_the_session_capture_hands_its_phrase_set_to_the_recogniser(silero_vad, moonshine):
+    speech = SimpleNamespace(vad=silero_vad, asr=moonshine)
+    capture = UtteranceCapture(speech, VadConfig(), make_decoder("pcm", 16000), 16000, "kitchen",
+                               bias=lambda: (recognition_phrases([LIGHT_TOOL]), STRONG_MARGIN))
+    capture.begin(ListenMode.MANUAL)
+    pcm = spoken("turn on the kitchen light")
+    for i in range(0, len(pcm), 1920):
+        capture.process(pcm[i : i + 1920])
+    assert capture.finish().text == "Turn on the kitchen light."
