@@ -77,4 +77,14 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	@mkdir -p bench-results
 	$(BIN)/python tools/bench/run_all.py --quick --json bench-results/quick.json
+
+# espeak-ng, the understanding phase's second voice (tools/bench/understanding.py), is a Debian package: apt
+# installs it (as root, else through sudo) when it is missing. If that fails the bench still runs and reports
+# the espeak voice as unavailable, so `make test` does not need root.
+.PHONY: espeak-ng
+test bench bench-quick: espeak-ng
+espeak-ng:
+	@command -v espeak-ng >/dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq espeak-ng >/dev/null; } || \
+	  echo "make: could not install espeak-ng (apt-get install espeak-ng); the understanding bench skips that voice"
 # ---- end bench ---------------------------------------------------------------------------------------

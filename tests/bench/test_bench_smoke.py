@@ -33,7 +33,7 @@ def _finite(value: object) -> bool:
 
 
 def test_no_phase_failed(quick_results: dict) -> None:
-    for phase in ("turn_latency", "memory", "concurrency", "speech_components", "firmware"):
+    for phase in ("turn_latency", "memory", "concurrency", "speech_components", "firmware", "understanding"):
         assert phase in quick_results
         assert "error" not in quick_results[phase], (phase, quick_results[phase])
 
@@ -76,3 +76,21 @@ def test_memory_and_firmware_numbers(quick_results: dict) -> None:
     else:
         assert fw["status"] == "measured", fw
         assert _finite(fw["min_heap_kb"]) and _finite(fw["frame_cost"]["uplink_us_per_frame"])
+
+
+def test_understanding_measured_every_voice_and_condition_with_pocketsphinx(quick_results: dict) -> None:
+    und = quick_results["understanding"]
+    assert und["reference"]["judged"] == und["judged"] > 0
+    engine = und["engines"]["pocketsphinx"]
+    assert engine["status"] == "measured", engine
+    assert _finite(engine["rss_mb"]) and _finite(engine["load_s"])
+    voices = [v for v, status in und["voices"].items() if status == "available"]
+    assert "piper" in voices
+    cells = {(c["voice"], c["condition"]): c for c in engine["cells"]}
+    assert set(cells) == {(v, c) for v in voices for c in ("clean", "noisy")}
+    for cell in cells.values():
+        assert cell["utterances"] == und["requests"] and cell["judged"] == und["judged"]
+        for key in ("wer_pct", "wer_open_pct", "understood_pct", "rtf", "audio_s"):
+            assert _finite(cell[key]), (cell["voice"], cell["condition"], key)
+        assert _finite(cell["finalise_ms"]["p50"]) and _finite(cell["finalise_ms"]["p95"])
+        assert all(isinstance(u["heard"], str) for u in cell["detail"])

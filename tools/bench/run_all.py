@@ -10,6 +10,8 @@ Phases (each documented in its own script):
 3. concurrency.py    N = 10, 50, 100, 200 devices streaming in a 30 s duty cycle (separate server)
 4. speech_components.py (speech helper's script) ASR/TTS real-time factors, VAD and codec cost per frame
 5. firmware_footprint.py  smallest MicroPython heap for a full simulated turn, heap high-water mark
+6. understanding.py  spoken requests (piper and espeak-ng, clean and 20 dB SNR) through each ASR engine and
+   the built-in agent: WER, share understood, RTF, finalise latency, RSS (no server: engines in-process)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import contextlib
 
-from tools.bench import concurrency, firmware_footprint, memory, turn_latency
+from tools.bench import concurrency, firmware_footprint, memory, turn_latency, understanding
 from tools.bench.common import PYTHON, REPO, ServerProcess, fmt, machine, write_json
 
 TARGETS = {
@@ -95,6 +97,7 @@ def run(quick: bool) -> dict:
     with ServerProcess(env_overrides=dict(concurrency.SERVER_ENV)) as server:
         _phase("concurrency", lambda: concurrency.run(server, quick), results, timings)
     _phase("speech_components", lambda: speech_components(quick), results, timings)
+    _phase("understanding", lambda: understanding.run(quick), results, timings)
     results["meta"]["phase_seconds"] = timings
     results["meta"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["meta"]["total_seconds"] = round(time.monotonic() - started, 1)
@@ -258,6 +261,7 @@ def table_rows(res: dict) -> list[dict]:
         add("firmware: uplink steps per 60 ms frame (host CPU)", cost.get("uplink_us_per_frame"), " µs")
         add("firmware: downlink steps per 60 ms frame (host CPU)", cost.get("downlink_us_per_frame"), " µs")
         add("firmware: heap bytes allocated per audio frame", fw.get("allocs_per_frame"), " B", 0.0, "0")
+    rows += understanding.table_rows(res.get("understanding") or {})
     return rows
 
 
@@ -274,6 +278,8 @@ def print_table(res: dict) -> None:
     for r in res["table"]:
         value = r["value"] if isinstance(r["value"], str) else fmt(r["value"], r["unit"])
         print(f"{r['metric']:<{width}}  {value:>12}  {r['target']:>10}  {r['status']}")
+    if (res.get("understanding") or {}).get("engines"):
+        understanding.print_table(res["understanding"])
 
 
 def markdown_table(res: dict) -> str:
@@ -290,7 +296,10 @@ def markdown_table(res: dict) -> str:
     for r in res["table"]:
         value = r["value"] if isinstance(r["value"], str) else fmt(r["value"], r["unit"])
         lines.append(f"| {r['metric']} | {value} | {r['target']} | {r['status']} |")
-    return "\n".join(lines) + "\n"
+    if (res.get("understanding") or {}).get("engines"):
+        wide = understanding.markdown_table(res["understanding"])
+        lines += ["", "Understanding (tools/bench/understanding.py):", "", wide]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def main() -> int:
