@@ -189,3 +189,30 @@ def test_without_the_moonshine_wheel_the_default_falls_back_to_pocketsphinx(monk
     engine = load_asr(AsrConfig(workers=0, pool_size=1))
     assert engine.name == "pocketsphinx"
     assert "falling back to pocketsphinx" in caplog.text and "moonshine-cpp" in caplog.text
+
+
+@pytest.mark.parametrize("sentence", ["set a timer for five minutes", "what is the weather like today"])
+def test_a_draft_from_an_earlier_guess_gives_exactly_the_greedy_result(moonshine, sentence):
+    """Drafts only save decoder steps: right, partly right or wrong, the words are the same."""
+    pcm = spoken(sentence)
+    audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+    model = moonshine.model
+    plain_result = model.transcribe(audio)
+    prefix = model.transcribe(audio[: len(audio) * 2 // 3]).tokens
+    other_audio = np.frombuffer(spoken("turn the light red"), "<i2").astype(np.float32) / 32768.0
+    other = model.transcribe(other_audio).tokens
+    for draft in (plain_result.tokens, prefix, other, [*plain_result.tokens, 5, 6, 7]):
+        assert model.transcribe(audio, draft=draft) == plain_result
+
+
+def test_while_speaking_guesses_become_drafts_for_the_final_decode(moonshine):
+    stream = moonshine.open_stream()
+    before = moonshine.stats.drafted_runs
+    pcm = spoken("please set a timer for twenty five minutes and then remind me to check the oven", tail_ms=0)
+    for i in range(0, len(pcm), 1920):
+        stream.accept(pcm[i : i + 1920])
+        time.sleep(0.005)  # the background guesses get a chance to finish
+    text = plain(stream.finish())
+    stream.close()
+    assert moonshine.stats.drafted_runs == before + 1
+    assert "timer" in text and "oven" in text

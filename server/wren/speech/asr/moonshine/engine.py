@@ -42,6 +42,7 @@ COMMIT_AFTER_S = 6.0
 CUT_SEARCH_S = 3.0
 CUT_FRAME = SAMPLE_RATE // 50  # 20 ms
 RESULT_TIMEOUT_S = 60.0
+DRAFT_EVERY_S = 0.8  # while speaking, guess again after this much new audio (drafts for the final decode)
 MAX_PHRASE_SETS = 64  # least recently used phrase sets are dropped first
 
 
@@ -51,6 +52,7 @@ class EngineStats:
     speculative_runs: int = 0
     speculation_used: int = 0  # finish() answered from a speculative result
     urgent_runs: int = 0  # finish() had to decode
+    drafted_runs: int = 0  # ... starting from the tokens of an earlier guess
     windows_committed: int = 0
 
 
@@ -79,10 +81,13 @@ class MoonshineEngine:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def decode(self, pcm: bytes, priority: int, bias: PhraseBias | None = None) -> Future:
-        """Schedule the transcription of int16 PCM (copied now: the caller's buffer may grow)."""
+    def decode(
+        self, pcm: bytes, priority: int, bias: PhraseBias | None = None, draft: list[int] | None = None
+    ) -> Future:
+        """Schedule the transcription of int16 PCM (copied now: the caller's buffer may grow); the future's
+        result is a `Transcript`."""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias), priority)
+        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias, draft), priority)
 
     def phrase_bias(self, phrases: tuple[str, ...], margin: float) -> PhraseBias:
         """One PhraseBias per distinct phrase set (sessions of similar devices share it)."""
@@ -121,6 +126,8 @@ class MoonshineStream:
         self._final: str | None = None
         self._closed = False
         self._bias: PhraseBias | None = None
+        self._draft: list[int] = []  # tokens of the newest finished guess of this window
+        self._generation = 0  # counts windows, so a late guess of an old window is not taken as a draft
         self.samples = 0
 
     # ---- AsrStream ---------------------------------------------------------------------------
@@ -134,8 +141,11 @@ class MoonshineStream:
             self._odd_byte = b""
         self._pcm += data
         self.samples += len(data) // 2
-        if len(self._pcm) // 2 >= MAX_WINDOW_S * SAMPLE_RATE:
+        window = len(self._pcm) // 2
+        if window >= MAX_WINDOW_S * SAMPLE_RATE:
             self._cut_window()
+        elif self._pause_at is None and window - self._guessed_end() >= DRAFT_EVERY_S * SAMPLE_RATE:
+            self._guess_now(window)  # while speaking: a draft, so the end needs fewer decoder steps
 
     def pause(self) -> None:
         """The speaker paused: decode what there is, in the background (a no-op if nothing is new)."""
@@ -148,9 +158,7 @@ class MoonshineStream:
         if window >= COMMIT_AFTER_S * SAMPLE_RATE:
             self._commit(window)
             return
-        self._drop_guess()
-        self._guess = _Guess(window, self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias))
-        self._engine.count("speculative_runs")
+        self._guess_now(window)
 
     def bias(self, phrases: tuple[str, ...], margin: float) -> None:
         """Prefer these words where the model finds them about as likely (`moonshine.bias`); margin in nats
@@ -167,7 +175,7 @@ class MoonshineStream:
         guess = self._guess
         if guess is not None and guess.future.done() and not guess.future.cancelled():
             with contextlib.suppress(Exception):
-                return self._joined([*self._window_texts(wait=False), guess.future.result()])
+                return self._joined([*self._window_texts(wait=False), guess.future.result().text])
         return self._joined(self._window_texts(wait=False))
 
     def finish(self) -> str:
@@ -210,12 +218,34 @@ class MoonshineStream:
                 return guess.future
         self._drop_guess()
         self._engine.count("urgent_runs")
-        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT, self._bias)
+        if self._draft:
+            self._engine.count("drafted_runs")
+        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT, self._bias, self._draft)
+
+    def _guessed_end(self) -> int:
+        return self._guess.end if self._guess is not None else 0
+
+    def _guess_now(self, window: int) -> None:
+        """Decode the window so far in the background; its tokens become the draft of later decodes."""
+        self._drop_guess()
+        future = self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias, self._draft)
+        self._guess = _Guess(window, future)
+        self._engine.count("speculative_runs")
+        generation = self._generation
+        future.add_done_callback(lambda done: self._take_draft(done, generation))
+
+    def _take_draft(self, future: Future, generation: int) -> None:
+        """Runs on a decode thread: keep the tokens unless the window changed meanwhile."""
+        if generation == self._generation and not future.cancelled() and future.exception() is None:
+            self._draft = future.result().tokens
 
     def _commit(self, end: int) -> None:
         self._drop_guess()
-        self._windows.append(self._engine.decode(bytes(self._pcm[: end * 2]), COMMIT, self._bias))
+        window = bytes(self._pcm[: end * 2])
+        self._windows.append(self._engine.decode(window, COMMIT, self._bias, self._draft))
         self._engine.count("windows_committed")
+        self._generation += 1  # a new window: drafts of the old one no longer apply
+        self._draft = []
         del self._pcm[: end * 2]
         self._pause_at = 0 if self._pause_at is not None else None
 
@@ -236,12 +266,13 @@ class MoonshineStream:
     def _window_texts(self, wait: bool) -> list[str]:
         if wait:
             return [self._result(future) for future in self._windows]
-        return [f.result() for f in self._windows if f.done() and not f.cancelled() and not f.exception()]
+        done = [f for f in self._windows if f.done() and not f.cancelled() and f.exception() is None]
+        return [f.result().text for f in done]
 
     @staticmethod
     def _result(future: Future) -> str:
         try:
-            return str(future.result(RESULT_TIMEOUT_S))
+            return str(future.result(RESULT_TIMEOUT_S).text)
         except CancelledError:
             raise AsrError("a Moonshine decode was cancelled (the engine is closing)") from None
         except TimeoutError:

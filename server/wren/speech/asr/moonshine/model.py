@@ -19,6 +19,7 @@ import logging
 import math
 import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -89,12 +90,17 @@ class MoonshineModel:
         self.decoded_seconds = 0.0  # audio seconds transcribed (speculative runs included)
         self._stats_lock = threading.Lock()
 
-    def transcribe(self, audio: np.ndarray, bias: PhraseBias | None = None) -> str:
+    def transcribe(
+        self, audio: np.ndarray, bias: PhraseBias | None = None, draft: list[int] | None = None
+    ) -> Transcript:
         """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence. With `bias`, near-miss words are
-        replaced by phrase-set words the model finds about as likely (`wren.speech.asr.moonshine.bias`)."""
+        replaced by phrase-set words the model finds about as likely (`wren.speech.asr.moonshine.bias`).
+        `draft`: the tokens of an earlier decode of the start of the same utterance; they are checked in
+        one decoder pass and the greedy search goes on from the first token that differs (the result is
+        exactly the greedy result, found with fewer decoder steps)."""
         seconds = len(audio) / SAMPLE_RATE
         if not len(audio) or _dbfs(audio) < SILENT_DBFS:
-            return ""
+            return Transcript("", [])
         if seconds < MIN_AUDIO_S:
             audio = np.concatenate([audio, np.zeros(int(MIN_AUDIO_S * SAMPLE_RATE) - len(audio), np.float32)])
         with self._stats_lock:
@@ -103,50 +109,44 @@ class MoonshineModel:
         cross = dict(zip(self._cross_outputs, self._cross.run(None, {"encoder_hidden_states": hidden}),
                          strict=True))
         first_tokens = bias.by_first_token(self.tokenizer.encode) if bias else None
-        tokens, score, heard_as = self._greedy(
-            cross, math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS, first_tokens
-        )
-        text = self.tokenizer.decode(tokens)
+        search = _Greedy(self.tokenizer, math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS, first_tokens)
+        self._search(cross, search, draft or [])
+        text = self.tokenizer.decode(search.tokens)
         if bias:
-            text = self._rescored(cross, text, score, bias, heard_as)
-        return trim_repeats(text)
+            text = self._rescored(cross, text, search.score, bias, search.heard_as)
+        return Transcript(trim_repeats(text), search.tokens)
 
     def _cache(self, cross: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         cache = {name.replace("present", "past_key_values"): value for name, value in cross.items()}
         cache.update({name: EMPTY_SELF_CACHE for name in self._past_inputs if ".decoder." in name})
         return cache
 
-    def _greedy(
-        self, cross: dict[str, np.ndarray], max_tokens: int, first_tokens: dict[int, list[str]] | None = None
-    ) -> tuple[list[int], float, dict[int, set[str]]]:
-        """Greedy tokens (without start/end), their total log-probability (end token included), and, with
-        `first_tokens` (phrase-set words by first token), which of those words the model ranked among its
-        top `ALTERNATIVES` where each word of the hypothesis starts."""
+    def _search(self, cross: dict[str, np.ndarray], search: _Greedy, draft: list[int]) -> None:
         cache = self._cache(cross)
-        tokens: list[int] = []
-        heard_as: dict[int, set[str]] = {}
-        words = -1
-        token, score = START_ID, 0.0
+        pending = [START_ID, *draft[: search.max_tokens]]
         while True:
-            outputs = self._step.run(None, self._feed([token], cache))
+            outputs = self._step.run(None, self._feed(pending, cache))
             for name, value in zip(self._present, outputs[1:], strict=True):
                 if ".decoder." in name:  # the encoder half of the cache never changes
                     cache[name.replace("present", "past_key_values")] = value
-            logits = outputs[0][0, -1]
-            token = int(logits.argmax())
-            score += float(logits[token]) - _logsumexp(logits)
-            if token == END_ID or len(tokens) >= max_tokens:
+            logits = outputs[0][0]
+            for i in range(len(pending)):
+                token = search.choose(logits[i])
+                if i + 1 < len(pending) and token == pending[i + 1]:
+                    search.emit(token)  # the draft's next token is the greedy one: accepted
+                    continue
+                if i + 1 < len(pending):  # the draft differs here: forget its cache from this point on
+                    keep = cache[self._past_inputs[0]].shape[2] - (len(pending) - i - 1)
+                    for name in self._past_inputs:
+                        if ".decoder." in name:
+                            cache[name] = np.ascontiguousarray(cache[name][:, :, :keep, :])
+                break
+            if token == END_ID or len(search.tokens) >= search.max_tokens:
                 if token != END_ID:
-                    log.debug("moonshine: token cap (%d) reached", max_tokens)
-                return tokens, score, heard_as
-            if self.tokenizer.starts_word(token):
-                words += 1
-                if first_tokens:
-                    top = np.argpartition(logits, -ALTERNATIVES)[-ALTERNATIVES:]
-                    found = {w for t in top if int(t) != token for w in first_tokens.get(int(t), ())}
-                    if found:
-                        heard_as[words] = found
-            tokens.append(token)
+                    log.debug("moonshine: token cap (%d) reached", search.max_tokens)
+                return
+            search.emit(token)
+            pending = [token]
 
     def score(self, cross: dict[str, np.ndarray], text: str) -> float:
         """log p(text | audio), by teacher forcing: one decoder pass over all of its tokens."""
@@ -173,6 +173,44 @@ class MoonshineModel:
         feed = {name: cache[name] for name in self._past_inputs}
         feed["input_ids"] = np.array([ids], np.int64)
         return feed
+
+
+@dataclass
+class Transcript:
+    text: str
+    tokens: list[int]  # the greedy tokens (a draft for a later decode of the same utterance)
+
+
+class _Greedy:
+    """The state of one greedy search: tokens so far, their log-probability, and for the phrase bias which
+    phrase-set words the model ranked among its top `ALTERNATIVES` where each word starts."""
+
+    def __init__(self, tokenizer: MoonshineTokenizer, max_tokens: int,
+                 first_tokens: dict[int, list[str]] | None) -> None:
+        self._tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self._first_tokens = first_tokens
+        self.tokens: list[int] = []
+        self.score = 0.0
+        self.heard_as: dict[int, set[str]] = {}
+        self._words = -1
+        self._logits: np.ndarray | None = None
+
+    def choose(self, logits: np.ndarray) -> int:
+        token = int(logits.argmax())
+        self.score += float(logits[token]) - _logsumexp(logits)
+        self._logits = logits
+        return token
+
+    def emit(self, token: int) -> None:
+        if self._tokenizer.starts_word(token):
+            self._words += 1
+            if self._first_tokens and self._logits is not None:
+                top = np.argpartition(self._logits, -ALTERNATIVES)[-ALTERNATIVES:]
+                found = {w for t in top if int(t) != token for w in self._first_tokens.get(int(t), ())}
+                if found:
+                    self.heard_as[self._words] = found
+        self.tokens.append(token)
 
 
 def _logsumexp(values: np.ndarray) -> float:
