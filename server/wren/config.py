@@ -112,6 +112,9 @@ class TtsConfig:
     # piper's sampling noise gives natural prosody that differs a little on every synthesis; false makes the
     # same text always sound the same (tests and benchmarks use that to be repeatable).
     natural_variation: bool = True
+    # Audio of short phrases already spoken (and of the agent's fixed phrases, made at start) is reused:
+    # a fixed reply starts at once. KB of PCM kept; 0 = off. See wren.speech.tts.phrase_cache.
+    phrase_cache_kb: int = 8192
 
 
 @dataclass

@@ -60,3 +60,8 @@ _PROMPTS: dict[str, tuple[str, str, str]] = {
 def render_empty_prompt(kind: str, count: int) -> str:
     options = _PROMPTS.get(kind, _PROMPTS["silence"])
     return options[min(max(count, 1), len(options)) - 1]
+
+
+def empty_prompts() -> list[str]:
+    """Every empty-input prompt wording (their audio is cached at start: wren.speech.tts.phrase_cache)."""
+    return [text for options in _PROMPTS.values() for text in options]

@@ -26,11 +26,16 @@ def load_tts(config: TtsConfig) -> TtsEngine:
     if engine == "piper":
         from wren.speech.tts.piper_engine import PiperEngine
 
-        return PiperEngine(
+        piper = PiperEngine(
             voice_path=config.voice_path,
             length_scale=config.length_scale,
             deterministic=not config.natural_variation,
         )
+        if config.phrase_cache_kb <= 0:
+            return piper
+        from wren.speech.tts.phrase_cache import PhraseCache
+
+        return PhraseCache(piper, max_bytes=config.phrase_cache_kb * 1024)
     raise TtsError(f"unknown TTS engine {config.engine!r} (piper)")
 
 
