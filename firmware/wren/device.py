@@ -6,10 +6,11 @@ import gc
 from collections import deque
 
 from shared_protocol import ProtocolError, UnknownMessageType, messages
-from wren import VERSION, info, tools
+from wren import VERSION, tools
 from wren.audio import FRAME_MS, MIC_RATE, Downlink, Uplink
 from wren.channel import Channel
 from wren.codec import make_codec
+from wren.keeper import Keeper
 from wren.log import log
 from wren.mcp import McpServer
 from wren.ws import WebSocket, WsClosed
@@ -50,6 +51,7 @@ class Device:
             audio_params=messages.audio_params(self.codec.format, MIC_RATE, 1, FRAME_MS),
         )
         self.channel = Channel(cfg, identity, url, token, version, hello, self, ws)
+        self.keeper = Keeper(self.channel, cfg.get("channel_timeout_s", 120), self._on_button, self.on_closed)
         self.volume = cfg.get("volume", 70)
         self.downlink.set_volume(self.volume)
         self.mic_open = False
@@ -82,7 +84,7 @@ class Device:
     # ---- main loop: button events, one at a time -----------------------------------------------------
     async def run(self):
         tasks = [asyncio.create_task(self._mic_task()), asyncio.create_task(self._speaker_task()),
-                 asyncio.create_task(self._watchdog())]
+                 asyncio.create_task(self.keeper.run())]
         self.board.button.start(self._on_button)
         log("device", "ready: mode %s, codec %s, protocol v%d" % (self.mode, self.codec.format, self.version))
         try:
@@ -128,6 +130,10 @@ class Device:
             self._mic(False)
             await self.channel.send(messages.listen_stop(self.session_id))
             self._set(IDLE)
+        elif kind == "reopen" and s == IDLE and not self.channel.usable():  # a timer is pending (keeper)
+            self._set(CONNECTING)
+            self.keeper.reopened(await self.channel.open())
+            self._set(IDLE)
 
     async def _start_listening(self):
         if self.state == IDLE and not self.channel.usable():
@@ -149,6 +155,7 @@ class Device:
     def on_closed(self, why):
         self._mic(False)
         self.downlink.flush()
+        self.keeper.lost()
         if self.state != IDLE:
             log("channel", "lost (%s): going idle" % why)
             self._set(IDLE)
@@ -164,7 +171,7 @@ class Device:
         try:
             msg = messages.parse(data)
         except UnknownMessageType as e:
-            log("recv", "ignored:", e)
+            self.keeper.on_unknown(e, data)  # wren_timers, or logged and ignored
             return
         except ProtocolError as e:
             log("recv", "malformed server frame ignored:", e)
@@ -280,20 +287,7 @@ class Device:
             if used > self.heap_peak:
                 self.heap_peak = used
 
-    async def _watchdog(self):
-        limit = self.cfg.get("channel_timeout_s", 120) * 1000
-        while True:
-            await asyncio.sleep_ms(1000)
-            if self.channel.ready and self.channel.idle_ms() > limit:
-                # §8.3: no incoming data for 120 s = channel closed; the next interaction reconnects.
-                log("channel", "no data for %d s: treated as closed" % (limit // 1000))
-                self.channel.ready = False
-                self.on_closed("inactivity")
-
     # ---- tool backends (wren.tools) ------------------------------------------------------------------
-    def status(self):
-        return info.device_status(self.board, self.volume, self.ssid)
-
     def set_volume(self, volume):
         self.volume = volume
         self.downlink.set_volume(volume)  # the real playback gain (viper scale-and-clamp)
@@ -303,6 +297,3 @@ class Device:
     def set_rgb(self, r, g, b):
         self.board.led.set_rgb(r, g, b)
         return True
-
-    def system_info(self):
-        return info.system_info(self.cfg, self.board, self.identity, self.ssid)

@@ -2,6 +2,7 @@
 # prompts work unchanged.
 import asyncio
 
+from wren import info
 from wren.mcp import Prop
 
 
@@ -13,7 +14,7 @@ def register(mcp, device):
         "current condition (e.g. what is the current volume of the audio speaker?)\n2. As the first step "
         "to control the device (e.g. turn up / down the volume of the audio speaker, etc.)",
         [],
-        device.status,
+        lambda: info.device_status(device.board, device.volume, device.ssid),
     )
     mcp.add_tool(
         "self.audio_speaker.set_volume",
@@ -33,7 +34,7 @@ def register(mcp, device):
         "self.get_system_info",
         "Get the system information",
         [],
-        device.system_info,
+        lambda: info.system_info(device.cfg, device.board, device.identity, device.ssid),
         user_only=True,
     )
     mcp.add_tool("self.reboot", "Reboot the system", [], lambda: _reboot_soon(device), user_only=True)

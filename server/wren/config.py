@@ -30,6 +30,9 @@ class ServerConfig:
     websocket_path: str = "/xiaozhi/v1/"
     ota_path: str = "/xiaozhi/ota/"
     timezone_offset_minutes: int = 0
+    # IANA time zone name (e.g. "Europe/London", via zoneinfo: daylight saving included); when set it wins
+    # over timezone_offset_minutes for the agent's clock (times of day, alarms) and the OTA reply.
+    timezone: str = ""
     idle_timeout_s: float = 120.0  # close a connection with no voice/turn activity (counted from connect)
     hello_timeout_s: float = 10.0  # close a socket that never says hello
     max_frame_bytes: int = 65536  # larger WebSocket messages are refused (1009)

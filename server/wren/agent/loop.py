@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,8 @@ from wren.agent.engines import make_engine
 from wren.agent.engines.base import Engine, render_empty_prompt
 from wren.agent.messages import InboundMessage, OutboundMessage
 from wren.agent.store import SessionStore
+from wren.agent.timeparse import local_timezone
+from wren.agent.timers import TimerService
 from wren.agent.turn import Turn
 from wren.tools.router import ToolRouter
 from wren.tools.spec import ToolSource
@@ -46,6 +48,7 @@ class AgentLoop:
         max_concurrent_turns: int = 8,
         tool_timeout_s: float = 10.0,
         timezone_offset_minutes: int = 0,
+        timezone_name: str = "",
         bus: MessageBus | None = None,
     ) -> None:
         self.engine = engine
@@ -54,14 +57,26 @@ class AgentLoop:
         self.tool_timeout_s = tool_timeout_s
         self.bus = bus or MessageBus()
         self.gate = asyncio.Semaphore(max_concurrent_turns if max_concurrent_turns > 0 else 1_000_000)
-        self._tz = timezone(timedelta(minutes=timezone_offset_minutes))
+        # The IANA zone ([server] timezone) wins over the fixed offset; ValueError names a bad zone.
+        self._tz: tzinfo = local_timezone(timezone_name, timezone_offset_minutes)
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._pending: dict[str, asyncio.Queue[InboundMessage]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: asyncio.Task[None] | None = None
+        # Timers, alarms and reminders of every session, on the agent's clock (tests may replace `now`).
+        self.timers = TimerService(store, now=lambda: self.now())
+        use_timers = getattr(engine, "use_timers", None)
+        if callable(use_timers):
+            use_timers(self.timers)
 
     @classmethod
     def from_config(cls, config: Config) -> AgentLoop:
+        from wren.config import ConfigError
+
+        try:
+            local_timezone(config.server.timezone)
+        except ValueError as exc:
+            raise ConfigError(f"server.timezone: {exc}") from None
         server_tools = None
         if config.mcp.config_file:
             from wren.tools.server_mcp import ServerMcpTools
@@ -76,10 +91,12 @@ class AgentLoop:
             max_concurrent_turns=config.agent.max_concurrent_turns,
             tool_timeout_s=config.mcp.tool_timeout_s,
             timezone_offset_minutes=config.server.timezone_offset_minutes,
+            timezone_name=config.server.timezone,
         )
 
     async def start(self) -> None:
         await self.store.open()
+        await self.timers.start()
         if hasattr(self.server_tools, "start"):
             await self.server_tools.start()
         await self.engine.start()
@@ -95,6 +112,7 @@ class AgentLoop:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.timers.close()
         await self.engine.close()
         if hasattr(self.server_tools, "close"):
             await self.server_tools.close()

@@ -42,7 +42,18 @@ CREATE TABLE IF NOT EXISTS engine_state (
     updated_at REAL NOT NULL,
     PRIMARY KEY (session_key, engine)
 );
+CREATE TABLE IF NOT EXISTS timers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    due_at REAL NOT NULL,
+    created_at REAL NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS timers_pending ON timers (delivered, due_at);
 """
+DELIVERED_TIMERS_KEPT_S = 7 * 24 * 3600  # spoken timers stay a week (for inspection), then are pruned
 
 _INSERT_SQL = "INSERT INTO messages (session_key, role, content, created_at, meta) VALUES (?, ?, ?, ?, ?)"
 _AMEND_SQL = (
@@ -55,6 +66,19 @@ class HistoryRow:
     role: str  # "user" or "assistant"
     content: str
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"interrupted": true}
+
+
+@dataclass
+class TimerRow:
+    """A timer, alarm or reminder of one session (`kind`: timer, alarm, reminder); times in epoch seconds."""
+
+    id: int
+    session_key: str
+    kind: str
+    label: str
+    due_at: float
+    created_at: float
+    delivered: bool = False
 
 
 class SessionStore:
@@ -171,3 +195,42 @@ class SessionStore:
                 "SELECT COUNT(*) FROM messages WHERE session_key = ?", (session_key,)
             ).fetchone()[0]
         )
+
+    # ---- timers (wren.agent.timers) ------------------------------------------------------------------
+
+    async def add_timer(self, timer: TimerRow) -> int:
+        """Persist a new timer (its `id` is ignored); returns the id it was given."""
+        return await self._run(self._add_timer_sync, timer)
+
+    def _add_timer_sync(self, t: TimerRow) -> int:
+        assert self._conn is not None
+        cursor = self._conn.execute(
+            "INSERT INTO timers (session_key, kind, label, due_at, created_at) VALUES (?, ?, ?, ?, ?)",
+            (t.session_key, t.kind, t.label, t.due_at, t.created_at),
+        )
+        return int(cursor.lastrowid or 0)
+
+    async def undelivered_timers(self) -> list[TimerRow]:
+        """Every timer not yet spoken, soonest first (old spoken ones are pruned on the way)."""
+        return await self._run(self._undelivered_sync)
+
+    def _undelivered_sync(self) -> list[TimerRow]:
+        assert self._conn is not None
+        self._conn.execute(
+            "DELETE FROM timers WHERE delivered = 1 AND due_at < ?", (time.time() - DELIVERED_TIMERS_KEPT_S,)
+        )
+        rows = self._conn.execute(
+            "SELECT id, session_key, kind, label, due_at, created_at FROM timers WHERE delivered = 0 "
+            "ORDER BY due_at, id"
+        ).fetchall()
+        return [TimerRow(*row) for row in rows]
+
+    async def mark_timer_delivered(self, timer_id: int) -> None:
+        await self._run(self._execute_sync, "UPDATE timers SET delivered = 1 WHERE id = ?", (timer_id,))
+
+    async def delete_timer(self, timer_id: int) -> None:
+        await self._run(self._execute_sync, "DELETE FROM timers WHERE id = ?", (timer_id,))
+
+    def _execute_sync(self, sql: str, args: tuple[Any, ...]) -> None:
+        assert self._conn is not None
+        self._conn.execute(sql, args)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import datetime
 
 from aiohttp import web
 
+from wren.agent.timeparse import local_timezone
 from wren.config import Config
 from wren.transport.auth import Authenticator
 
@@ -33,6 +35,14 @@ def _device_version(body: object) -> str:
         if isinstance(application, dict) and isinstance(application.get("version"), str):
             return application["version"]
     return "0.0.0"
+
+
+def timezone_offset_minutes(config: Config) -> int:
+    """The local offset now: `[server] timezone` (daylight saving included) if set, else the fixed one."""
+    if not config.server.timezone:
+        return config.server.timezone_offset_minutes
+    offset = datetime.now(local_timezone(config.server.timezone)).utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else 0
 
 
 def make_ota_handler(config: Config, auth: Authenticator):
@@ -57,7 +67,7 @@ def make_ota_handler(config: Config, auth: Authenticator):
             {
                 "server_time": {
                     "timestamp": int(time.time() * 1000),
-                    "timezone_offset": config.server.timezone_offset_minutes,
+                    "timezone_offset": timezone_offset_minutes(config),
                 },
                 "firmware": {"version": _device_version(body), "url": ""},
                 "websocket": {

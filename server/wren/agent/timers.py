@@ -1,0 +1,210 @@
+"""Timers, alarms and reminders: kept per session, persisted, and spoken on the device when due.
+
+`TimerService` (one per AgentLoop) owns every pending timer of every session key. Each one is a row of
+the `timers` table (`wren.agent.store`), so they survive a restart: `start()` loads the undelivered ones
+and a timer that fell due while the server was down fires at once.
+
+The agent never talks to a device itself (dependencies point transport → session → agent). Whoever
+owns the live sessions hands the service a *delivery callback*, `async (session_key, text) -> bool`
+(`WrenServer` does, `set_delivery`): it speaks the words on that key's device and says whether they
+were heard. An announcement that could not be delivered (no device connected, socket closed
+mid-way) stays undelivered and is offered again when the device says hello (`device_connected`) or
+every `RETRY_S`. The session asks `has_pending()` / `status()` to keep an idle device's socket open
+and to tell the device about its timers.
+
+One scheduler task sleeps until the next due time (at most `MAX_WAIT_S`, so wall-clock changes and
+retries are picked up) on the agent's clock (`AgentLoop.now`), the same clock the words were parsed
+with. Deliveries run in their own tasks, so a device that takes long to speak delays nobody else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from wren.agent.store import SessionStore, TimerRow
+from wren.agent.timeparse import duration_adjective, speak_clock
+
+log = logging.getLogger(__name__)
+
+Delivery = Callable[[str, str], Awaitable[bool]]
+
+KINDS = ("timer", "alarm", "reminder")
+MAX_PER_SESSION = 20  # pending timers, alarms and reminders per session key together
+MAX_LABEL_CHARS = 80
+MAX_WAIT_S = 30.0  # the scheduler re-reads the clock at least this often
+RETRY_S = 15.0  # an announcement the device did not take is offered again after this
+LATE_S = 60.0  # later than this, the words say when it went off
+STALE_AFTER_S = 12 * 3600.0  # an announcement this late is dropped rather than spoken (no one waits for it)
+
+
+class TimerLimitReached(Exception):
+    """The session already has MAX_PER_SESSION pending timers."""
+
+
+class TimerService:
+    def __init__(self, store: SessionStore, now: Callable[[], datetime]) -> None:
+        self._store = store
+        self._now = now  # local, timezone-aware: AgentLoop.now (tests may replace it)
+        self._by_key: dict[str, dict[int, TimerRow]] = {}
+        self._retry_at: dict[int, float] = {}
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._connects: dict[str, int] = {}  # hellos per key: a delivery started before one may retry at once
+        self._changed = asyncio.Event()
+        self._delivery: Delivery | None = None
+        self._scheduler: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        rows = await self._store.undelivered_timers()
+        for row in rows:
+            self._by_key.setdefault(row.session_key, {})[row.id] = row
+        if rows:
+            log.info("timers: %d pending from before the restart", len(rows))
+        self._scheduler = asyncio.get_running_loop().create_task(self._schedule(), name="wren-timers")
+
+    async def close(self) -> None:
+        tasks = [t for t in [self._scheduler, *self._in_flight.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._scheduler = None
+        self._in_flight.clear()
+
+    def set_delivery(self, delivery: Delivery | None) -> None:
+        """Who speaks announcements (None: nobody, they wait). Offers every due one again at once."""
+        self._delivery = delivery
+        self._retry_at.clear()
+        self._changed.set()
+
+    def clock(self) -> float:
+        return self._now().timestamp()
+
+    # ---- what the skill and the session ask ---------------------------------------------------------
+
+    def pending(self, session_key: str) -> list[TimerRow]:
+        """The session's undelivered timers, soonest first (one already due but not yet heard included)."""
+        return sorted(self._by_key.get(session_key, {}).values(), key=lambda t: (t.due_at, t.id))
+
+    def has_pending(self, session_key: str) -> bool:
+        return bool(self._by_key.get(session_key))
+
+    def status(self, session_key: str) -> tuple[int, float | None]:
+        """(how many are pending, seconds until the soonest or None)."""
+        timers = self._by_key.get(session_key)
+        if not timers:
+            return 0, None
+        return len(timers), max(0.0, min(t.due_at for t in timers.values()) - self.clock())
+
+    async def add(self, session_key: str, kind: str, label: str, due_at: float) -> TimerRow:
+        if kind not in KINDS:
+            raise ValueError(f"unknown timer kind {kind!r}")
+        if len(self._by_key.get(session_key, {})) >= MAX_PER_SESSION:
+            raise TimerLimitReached()
+        row = TimerRow(0, session_key, kind, label.strip()[:MAX_LABEL_CHARS], due_at, self.clock())
+        row.id = await self._store.add_timer(row)
+        self._by_key.setdefault(session_key, {})[row.id] = row
+        log.info("timers: %s %d for %s due in %.0f s (%r)", kind, row.id, session_key,
+                 due_at - row.created_at, row.label)
+        self._changed.set()
+        return row
+
+    async def cancel(self, timer: TimerRow) -> None:
+        self._forget(timer)
+        await self._store.delete_timer(timer.id)
+        log.info("timers: %s %d of %s cancelled", timer.kind, timer.id, timer.session_key)
+        self._changed.set()
+
+    def device_connected(self, session_key: str) -> None:
+        """The device said hello: what is due for it is spoken now, not at the next retry."""
+        self._connects[session_key] = self._connects.get(session_key, 0) + 1
+        for timer_id in self._by_key.get(session_key, {}):
+            self._retry_at.pop(timer_id, None)
+        self._changed.set()
+
+    # ---- words ----------------------------------------------------------------------------------------
+
+    def announcement(self, timer: TimerRow) -> str:
+        """What the device says when `timer` goes off (or, when it is late, when it went off)."""
+        now = self._now()
+        due = datetime.fromtimestamp(timer.due_at, now.tzinfo)
+        late = now.timestamp() - timer.due_at > LATE_S
+        if timer.kind == "timer":
+            name = timer.label or duration_adjective(timer.due_at - timer.created_at)
+            if late:
+                return f"Your {name} timer finished at {speak_clock(due)}."
+            return f"Your {name} timer is done."
+        if timer.kind == "alarm":
+            if late:
+                return f"It's {speak_clock(now)}. Your alarm was set for {speak_clock(due)}."
+            if timer.label == "wake up" or due.hour < 12:
+                return f"It's {speak_clock(due)}. Time to wake up."
+            return f"It's {speak_clock(due)}. This is your alarm."
+        return f"Reminder: {timer.label}." if timer.label else "This is your reminder."
+
+    # ---- scheduling -----------------------------------------------------------------------------------
+
+    def _forget(self, timer: TimerRow) -> None:
+        timers = self._by_key.get(timer.session_key)
+        if timers is not None:
+            timers.pop(timer.id, None)
+            if not timers:
+                del self._by_key[timer.session_key]
+        self._retry_at.pop(timer.id, None)
+
+    async def _schedule(self) -> None:
+        while True:
+            self._changed.clear()  # before looking: a change made while we look wakes the wait below
+            now = self.clock()
+            wait = MAX_WAIT_S
+            for timers in list(self._by_key.values()):
+                for timer in list(timers.values()):
+                    if timer.id in self._in_flight:
+                        continue
+                    if now - timer.due_at > STALE_AFTER_S:
+                        await self._drop_stale(timer)
+                        continue
+                    ready_at = max(timer.due_at, self._retry_at.get(timer.id, 0.0))
+                    if ready_at > now:
+                        wait = min(wait, ready_at - now)
+                    elif self._delivery is None:
+                        self._retry_at[timer.id] = now + RETRY_S  # nobody to speak to yet
+                    else:
+                        task = asyncio.get_running_loop().create_task(self._deliver(timer, self._delivery))
+                        self._in_flight[timer.id] = task
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that arrives as the event
+            # is set (close() does both at once), and the scheduler would never stop.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
+
+    async def _drop_stale(self, timer: TimerRow) -> None:
+        log.info("timers: %s %d of %s is %.0f h overdue and was never heard; dropped", timer.kind, timer.id,
+                 timer.session_key, (self.clock() - timer.due_at) / 3600)
+        self._forget(timer)
+        await self._store.mark_timer_delivered(timer.id)
+
+    async def _deliver(self, timer: TimerRow, delivery: Delivery) -> None:
+        connects = self._connects.get(timer.session_key, 0)
+        try:
+            text = self.announcement(timer)
+            try:
+                heard = bool(await delivery(timer.session_key, text))
+            except Exception:
+                log.exception("timers: delivering %s %d to %s failed", timer.kind, timer.id,
+                              timer.session_key)
+                heard = False
+            if heard:
+                log.info("timers: %s %d spoken on %s: %r", timer.kind, timer.id, timer.session_key, text)
+                self._forget(timer)
+                await self._store.mark_timer_delivered(timer.id)
+            elif self._connects.get(timer.session_key, 0) == connects:
+                # Not connected (or cut off): kept, and offered again at the next hello or retry.
+                self._retry_at[timer.id] = self.clock() + RETRY_S
+        finally:
+            self._in_flight.pop(timer.id, None)
+            self._changed.set()
