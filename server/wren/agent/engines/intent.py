@@ -5,6 +5,11 @@ that match its name (strong) and its description's first sentence (weak), with s
 verb (`set`/`turn` prefer setters, questions prefer getters). Arguments come from the schema:
 integers from spoken numbers, booleans from on/off words, colours for r/g/b or colour properties,
 strings from the words after "to". A tool is chosen only if its required arguments can be filled.
+
+Works on normalised text (`wren.agent.nlu`), so "seventy-five percent", "75%" and "colour"/"color" are
+the same to it. Bounded: at most MAX_TOOLS tools, MAX_PROPERTIES properties a tool and MAX_KEYWORDS
+keywords a tool are considered, and the utterance is capped by the normaliser, so a huge message or a
+device listing thousands of properties costs a bounded time (callers still run it off the event loop).
 """
 
 from __future__ import annotations
@@ -13,10 +18,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
-from wren.agent.engines.words import NUMBER_WORDS, STOPWORDS, correct, find_number, find_numbers, tokens
+from wren.agent.engines.words import NUMBER_WORDS, STOPWORDS, correct, find_number, find_numbers, is_number
+from wren.agent.nlu import normalize_words, spoken_numbers_to_digits
+from wren.agent.nlu.normalize import MAX_RAW_CHARS
+from wren.agent.nlu.spelling import fold_spelling
 from wren.tools.spec import ToolSpec
+
+MAX_TOOLS = 256
+MAX_PROPERTIES = 32
+MAX_KEYWORDS = 64
+MAX_DESCRIPTION_CHARS = 2000
 
 SYNONYMS = {
     "color": "colour", "colours": "colour", "colors": "colour", "loudness": "volume", "sound": "volume",
@@ -29,12 +42,15 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "white": (255, 255, 255),
     "yellow": (255, 255, 0), "orange": (255, 128, 0), "purple": (128, 0, 255), "pink": (255, 105, 180),
     "cyan": (0, 255, 255), "magenta": (255, 0, 255), "warm": (255, 170, 80), "off": (0, 0, 0),
-    "black": (0, 0, 0), "violet": (143, 0, 255), "teal": (0, 128, 128),
+    "black": (0, 0, 0), "violet": (143, 0, 255), "teal": (0, 128, 128), "grey": (128, 128, 128),
 }
 ON_WORDS = {"on", "enable", "enabled", "start", "true", "yes", "activate"}
 OFF_WORDS = {"off", "disable", "disabled", "stop", "false", "no", "deactivate", "mute"}
+# A tool whose name says which way it switches ("lamp.turn_on"): the request must say the same.
+_NAME_ON = {"on", "enable", "start", "open", "activate"}
+_NAME_OFF = {"off", "disable", "stop", "close", "deactivate"}
 SETTER_VERBS = {"set", "turn", "change", "make", "switch", "put", "adjust", "mute", "raise", "lower"}
-QUESTION_WORDS = {"what", "whats", "what's", "how", "is", "tell", "check", "status", "report"}
+QUESTION_WORDS = {"what", "how", "is", "are", "tell", "check", "status", "report", "which", "does"}
 # Words that never identify a tool by themselves.
 WEAK_WORDS = STOPWORDS | NUMBER_WORDS | {"self", "value", "current", "device", "level"}
 
@@ -52,42 +68,91 @@ def _norm(word: str) -> str:
 
 
 def _split_name(name: str) -> list[str]:
-    name = re.sub(r"([a-z])([A-Z])", r"\1 \2", name)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
+    name = re.sub(r"([a-z])([A-Z])", r"\1 \2", name[:200])
+    return [fold_spelling(w) for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
 
 
 def first_sentence(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text[:MAX_DESCRIPTION_CHARS].split())
     match = re.match(r"(.+?[.!?])(\s|$)", text)
     return (match.group(1) if match else text).strip()
 
 
+def _properties(tool: ToolSpec) -> dict[str, dict[str, Any]]:
+    """The properties considered (the first MAX_PROPERTIES)."""
+    props = tool.properties
+    return props if len(props) <= MAX_PROPERTIES else dict(list(props.items())[:MAX_PROPERTIES])
+
+
+@dataclass(frozen=True)
+class _ToolIndex:
+    strong: frozenset[str]  # name and property words
+    weak: frozenset[str]  # description words
+    name_words: frozenset[str]
+    choices: frozenset[str]  # documented string values ("light", "dark"), lowercase
+
+
+# Keyed by id(tool) and holding the tool, so a recycled id is noticed; tool lists rarely change.
+_INDEX_CACHE: dict[int, tuple[ToolSpec, _ToolIndex]] = {}
+
+
+def _keywords(words: list[str]) -> frozenset[str]:
+    """The first MAX_KEYWORDS distinct words that can identify a tool, in order."""
+    kept = [w for w in dict.fromkeys(words) if w not in WEAK_WORDS and w != "self"]
+    return frozenset(kept[:MAX_KEYWORDS])
+
+
+def _index(tool: ToolSpec) -> _ToolIndex:
+    cached = _INDEX_CACHE.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+    name_words = _split_name(tool.name)
+    strong = [_norm(w) for w in name_words]  # the name's words first: they survive the keyword cap
+    weak = [_norm(w) for w in normalize_words(first_sentence(tool.description))]
+    weak += [w for w in normalize_words(tool.description[:MAX_DESCRIPTION_CHARS])
+             if w in ("battery", "volume", "status", "network")]
+    choices: set[str] = set()
+    for prop, schema in _properties(tool).items():
+        strong += [_norm(w) for w in _split_name(prop)]
+        if isinstance(schema, dict) and schema.get("type") == "string":
+            choices |= {c.lower() for c in _choices(tool, schema)}
+    index = _ToolIndex(_keywords(strong), _keywords(weak), frozenset(name_words), frozenset(choices))
+    if len(_INDEX_CACHE) > 4 * MAX_TOOLS:
+        _INDEX_CACHE.clear()
+    _INDEX_CACHE[id(tool)] = (tool, index)
+    return index
+
+
 def tool_keywords(tool: ToolSpec) -> tuple[set[str], set[str]]:
-    name_words = {_norm(w) for w in _split_name(tool.name)} - {"self"}
-    desc_words = {_norm(w) for w in tokens(first_sentence(tool.description))}
-    desc_words |= {_norm(w) for w in tokens(tool.description)} & {"battery", "volume", "status", "network"}
-    for prop in tool.properties:
-        name_words |= {_norm(w) for w in _split_name(prop)}
-    return name_words - WEAK_WORDS, desc_words - WEAK_WORDS
+    index = _index(tool)
+    return set(index.strong), set(index.weak)
 
 
 def vocabulary(tools: list[ToolSpec]) -> set[str]:
     vocab = set(NUMBER_WORDS) | set(COLOURS) | ON_WORDS | OFF_WORDS | set(SYNONYMS) | SETTER_VERBS
     vocab |= {"time", "date", "today", "name", "hello", "volume", "brightness", "theme"}
-    for tool in tools:
-        strong, weak = tool_keywords(tool)
-        vocab |= strong | weak
+    for tool in tools[:MAX_TOOLS]:
+        index = _index(tool)
+        vocab |= index.strong | index.weak | index.choices
     return vocab
 
 
-def _word_hits(words: list[str], keywords: set[str]) -> list[str]:
-    hits = []
-    for word in words:
-        if word in WEAK_WORDS or len(word) < 3:
+def _close_keywords(words: list[str], vocab: list[str]) -> dict[str, set[str]]:
+    """For each content word, the keywords it matches: itself, or a keyword of >= 5 letters within
+    rapidfuzz ratio 88 (computed once per utterance, not once per tool)."""
+    close: dict[str, set[str]] = {}
+    for word in set(words):
+        if word in WEAK_WORDS or len(word) < 3 or is_number(word):
             continue
-        if word in keywords or any(len(k) >= 5 and fuzz.ratio(word, k) >= 88 for k in keywords):
-            hits.append(word)
-    return hits
+        close[word] = {word}
+        if len(word) >= 4:  # a shorter word cannot be within ratio 88 of a 5-letter keyword
+            found = process.extract(word, vocab, scorer=fuzz.ratio, score_cutoff=88, limit=None)
+            close[word] |= {k for k, _score, _i in found if len(k) >= 5}
+    return close
+
+
+def _word_hits(words: list[str], keywords: frozenset[str], close: dict[str, set[str]]) -> list[str]:
+    return [w for w in words if w in close and not close[w].isdisjoint(keywords)]
 
 
 def _colour_in(words: list[str]) -> str | None:
@@ -119,13 +184,15 @@ def _choices(tool: ToolSpec, schema: dict[str, Any]) -> list[str]:
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         return [str(v) for v in enum]
-    quoted = re.findall(r"`([A-Za-z][A-Za-z0-9_-]*)`", tool.description)
+    quoted = re.findall(r"`([A-Za-z][A-Za-z0-9_-]*)`", tool.description[:MAX_DESCRIPTION_CHARS])
     return [q for q in quoted if "." not in q and "_" not in q]
 
 
 def extract_arguments(tool: ToolSpec, words: list[str]) -> dict[str, Any] | None:
     """Fill the tool's arguments from the words; None when a required argument cannot be found."""
-    props = tool.properties
+    props = _properties(tool)
+    if any(r not in props for r in tool.required):
+        return None  # a required property beyond the ones considered: cannot be filled safely
     args: dict[str, Any] = {}
     colour = _colour_in(words)
     rgb_keys = {k.lower(): k for k in props if k.lower() in ("r", "g", "b", "red", "green", "blue")}
@@ -196,39 +263,59 @@ def extract_arguments(tool: ToolSpec, words: list[str]) -> dict[str, Any] | None
     return args
 
 
+def _utterance_words(text: str, vocab: list[str]) -> list[str]:
+    words = correct(normalize_words(text), vocab)
+    # A corrected slip may be a number word ("thirtee" -> "thirty"): read numbers once more.
+    return [_norm(w) for w in spoken_numbers_to_digits(words)]
+
+
+def _polarity(words: set[str] | frozenset[str], on: set[str], off: set[str]) -> str:
+    return "on" if words & on else "off" if words & off else ""
+
+
 def match_tool(text: str, tools: list[ToolSpec], min_score: float = 1.5) -> ToolMatch | None:
-    """The best tool for the utterance, with its arguments, or None if nothing fits well enough."""
+    """The best tool for the utterance (raw or normalised text), with its arguments, or None if
+    nothing fits well enough. CPU-bound and bounded: run it off the event loop."""
+    tools = tools[:MAX_TOOLS]
     if not tools:
         return None
-    words = [_norm(w) for w in correct(tokens(text), vocabulary(tools))]
+    vocab = sorted(vocabulary(tools))
+    words = _utterance_words(text, vocab)
+    close = _close_keywords(words, vocab)
+    said = set(words)
     is_setter = any(w in SETTER_VERBS for w in words) or find_number(words) is not None
-    is_question = bool(words) and (words[0] in QUESTION_WORDS or "?" in text)
+    is_question = bool(words) and (words[0] in QUESTION_WORDS or "?" in text[:MAX_RAW_CHARS])
+    said_polarity = _polarity(said, ON_WORDS, OFF_WORDS)
     best: ToolMatch | None = None
     for index, tool in enumerate(tools):
-        strong, weak = tool_keywords(tool)
-        strong_hits = _word_hits(words, strong)
-        for schema in tool.properties.values():  # a documented value ("dark") names the tool too
-            if isinstance(schema, dict) and schema.get("type") == "string":
-                strong_hits += [c.lower() for c in _choices(tool, schema) if c.lower() in words]
-        weak_hits = [w for w in _word_hits(words, weak) if w not in strong_hits]
+        tool_index = _index(tool)
+        strong_hits = _word_hits(words, tool_index.strong, close)
+        strong_hits += sorted(tool_index.choices & said)  # a documented value ("dark") names the tool too
+        name_polarity = _polarity(tool_index.name_words, _NAME_ON, _NAME_OFF)
+        if name_polarity:
+            if name_polarity != said_polarity:
+                continue  # lamp.turn_on needs "on" said ("on on the lamp" is a slip of "turn on")
+            strong_hits.append(name_polarity)
+        weak_hits = [w for w in _word_hits(words, tool_index.weak, close) if w not in strong_hits]
         score = 2.0 * len(strong_hits) + 0.75 * len(weak_hits)
         if score == 0:
             continue
-        name_words = set(_split_name(tool.name))
+        name_words = tool_index.name_words
         if not strong_hits and name_words & {"set", "turn", "change", "reboot", "upgrade"}:
             continue  # a tool that changes something needs its own name in the request
         if is_setter and name_words & {"set", "turn", "change"}:
             score += 1.0
         if is_question and not is_setter and name_words & {"get", "status", "info", "state"}:
             score += 1.0
-        if _colour_in(words) and (name_words & {"rgb", "colour", "color"}):
+        if _colour_in(words) and (name_words & {"rgb", "colour"}):
             score += 1.5
+        score -= index * 1e-6  # deterministic tie-break: router order (server tools first)
+        if best is not None and score <= best.score:
+            continue
         args = extract_arguments(tool, words)
         if args is None:
             continue
-        score -= index * 1e-6  # deterministic tie-break: router order (server tools first)
-        if best is None or score > best.score:
-            best = ToolMatch(tool, args, score, strong_hits + weak_hits)
+        best = ToolMatch(tool, args, score, strong_hits + weak_hits)
     if best is None or best.score < min_score:
         return None
     return best
