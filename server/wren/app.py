@@ -13,7 +13,9 @@ from typing import Any
 from aiohttp import web
 
 from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, messages
+from wren.agent.engines.base import empty_prompts
 from wren.agent.http import add_routes as add_chat_routes
+from wren.agent.timeparse import local_timezone
 from wren.config import Config, ConfigError
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
@@ -40,10 +42,18 @@ def check_audio_config(config: Config) -> None:
         raise ConfigError(f"server.protocol_version must be 1, 2 or 3 (got {config.server.protocol_version})")
 
 
+def check_timezone_config(config: Config) -> None:
+    try:
+        local_timezone(config.server.timezone)
+    except ValueError as exc:
+        raise ConfigError(f"server.timezone: {exc}") from None
+
+
 class WrenServer:
     def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
         check_auth_config(config.auth)
         check_audio_config(config)
+        check_timezone_config(config)
         self.config = config
         self.speech = speech
         self.agent = agent
@@ -54,6 +64,7 @@ class WrenServer:
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self._warming: asyncio.Future[Any] | None = None
 
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Load what is missing, bind, and return the port actually bound (port 0 = ephemeral)."""
@@ -76,7 +87,11 @@ class WrenServer:
             wake_words=frozenset(normalise_phrase(w) for w in self.config.server.wake_words),
         )
         self.app = build_web_app(services)
+        timers = getattr(self.agent, "timers", None)
+        if timers is not None:
+            timers.set_delivery(self.announce)  # timers going off are spoken on the device's live session
         add_chat_routes(self.app, self.agent)  # POST /api/chat: text turns on the same port
+        self._warm_fixed_phrases(loop)
         self._runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(
@@ -91,11 +106,32 @@ class WrenServer:
                  self.config.server.websocket_path, self.config.server.ota_path)
         return int(self.port or 0)
 
+    def _warm_fixed_phrases(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Synthesise the agent's fixed phrases into the TTS phrase cache in the background, so that the
+        first "You're welcome." of the day already starts at once (wren.speech.tts.phrase_cache)."""
+        warm = getattr(self.speech.tts, "warm", None)
+        if warm is None:
+            return
+        fixed = getattr(self.agent.engine, "fixed_phrases", None)
+        phrases = [*empty_prompts(), *(fixed() if callable(fixed) else [])]
+        self._warming = loop.run_in_executor(None, warm, phrases)
+
     @property
     def sessions(self) -> set[Any]:
         return self.app[SESSIONS_KEY] if self.app is not None else set()
 
+    async def announce(self, session_key: str, text: str) -> bool:
+        """The timers' delivery callback: speak `text` on the device of `session_key` (its newest live
+        connection); False when none is connected (the timer keeps it for the device's next hello)."""
+        live = [s for s in self.sessions if s.session_key == session_key and s.can_announce]
+        if not live:
+            return False
+        return bool(await max(live, key=lambda s: s.connected_at).announce(text))
+
     async def stop(self) -> None:
+        timers = getattr(self.agent, "timers", None)
+        if timers is not None and self.app is not None:
+            timers.set_delivery(None)  # sessions are about to close: what falls due now waits for a restart
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

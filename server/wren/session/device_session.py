@@ -32,9 +32,11 @@ from shared_protocol import ProtocolError, UnknownMessageType, audio, messages
 from wren.session.capture import CaptureEvent, UtteranceCapture
 from wren.session.downlink import DownlinkFormat
 from wren.session.empty_input import EmptyInputRule, GiveUp, Prompt, Silence
+from wren.session.recognition_bias import RecognitionBias
 from wren.session.reply import CURRENT_TURN, ReplyTurn, TurnRequest
 from wren.session.services import Connection, ConnectionClosed, SessionServices
 from wren.session.state import DeviceState, ListenMode
+from wren.session.timer_link import TimerLink
 from wren.session.timing import UplinkTiming
 from wren.speech.codec import CodecError, make_decoder
 
@@ -46,6 +48,7 @@ CLOSE_BAD_HELLO = 4400
 CLOSE_NO_HELLO = 4408
 CLOSE_BAD_AUDIO_PARAMS = 4415
 CLOSE_NORMAL = 1000
+MAX_ANNOUNCEMENTS = 8  # unprompted announcements waiting to be spoken on one device
 UPLINK_DEFAULTS = {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}
 
 
@@ -94,7 +97,10 @@ class DeviceSession:
         self.empty_rule = EmptyInputRule()
         self.armed_by_wake = False
         self.device_mcp: Any = None
-        self.last_activity = time.monotonic()
+        self.last_activity = self.connected_at = time.monotonic()
+        timers = getattr(services.agent, "timers", None)  # wren.agent.timers.TimerService
+        self.timer_link = TimerLink(self.session_key, self.session_id, timers, self._send_json)
+        self._announcements: dict[ReplyTurn, asyncio.Future[bool]] = {}
         self._inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(INBOX_FRAMES)
         self._turn_ids = itertools.count(1)
         self._replies: deque[ReplyTurn] = deque()
@@ -102,6 +108,8 @@ class DeviceSession:
         self._current: ReplyTurn | None = None
         self._current_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._background: set[asyncio.Task[Any]] = set()  # short jobs (recognition bias refresh)
+        self.recognition_bias: RecognitionBias | None = None
         self._runner: asyncio.Task[None] | None = None
         self._listen_job: concurrent.futures.Future[Any] | None = None
         self._closed = False
@@ -135,7 +143,8 @@ class DeviceSession:
             return
         self._closed = True
         self._cancel_all_replies()
-        tasks = [t for t in [self._runner, self._current_task, *self._tasks] if t is not None]
+        running = [self._runner, self._current_task, *self._tasks, *self._background]
+        tasks = [t for t in running if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -148,6 +157,8 @@ class DeviceSession:
                 log.exception("%s: releasing capture failed", self.name)
         if self.device_mcp is not None:
             self.device_mcp.close()
+        for turn in list(self._announcements):
+            self._settle_announcement(turn)
         self.uplink_timing.report()
         log.info(
             "%s: session %s closed (%d turns; dropped: %d before hello, %d binary while not listening, "
@@ -233,8 +244,10 @@ class DeviceSession:
         """Idle timer from connect time (xinnan #777): a socket where nobody speaks is closed."""
         limit = self.config.server.idle_timeout_s
         while True:
-            if self._current is not None or self._replies:
-                self.touch()  # a reply in progress is activity
+            if self._current is not None or self._replies or self.timer_link.holds():
+                self.touch()  # a reply in progress, or a timer that will speak on this socket, is activity
+            if self.hello_received.is_set():
+                await self.timer_link.tick()  # tells the device about its timers (and keeps its channel)
             remaining = self.last_activity + limit - time.monotonic()
             if remaining <= 0:
                 log.info("%s: idle for %.0f s; closing", self.name, limit)
@@ -391,8 +404,15 @@ class DeviceSession:
         self.touch()
         if self.capture is not None:
             await self._in_listen_executor(self.capture.abandon)
+        self.recognition_bias = RecognitionBias(
+            self.services.agent, self.session_key, self._device_tool_specs, self.config.asr.bias,
+            self.services.agent.engine.name,
+        )
         self.capture = UtteranceCapture(self.services.speech, self.config.vad, decoder, params["sample_rate"],
-                                        speaker=self.identity.device_id)
+                                        speaker=self.identity.device_id, bias=self.recognition_bias.current)
+        self._spawn_bias_refresh()
+        if first:
+            self.timer_link.connected()  # what fell due while the device was away is spoken now
         log.info("%s: hello (protocol v%d, uplink %s %d Hz/%d ms, downlink %s %d Hz/%d ms), session %s",
                  self.name, self.protocol_version, params["format"], params["sample_rate"],
                  params["frame_duration"], self.downlink.format, self.downlink.sample_rate,
@@ -487,6 +507,8 @@ class DeviceSession:
             return
         kind = self.empty_rule.classify(mode, result.heard_speech)
         decision = self.empty_rule.decide(kind, self.armed_by_wake)
+        if isinstance(decision, GiveUp) and self.timer_link.holds():
+            decision = Silence()  # no goodbye: a pending timer will speak on this socket; listen quietly
         log.info("%s: empty turn (%s) → %s", self.name, kind.value, decision)
         if isinstance(decision, Prompt):
             self.armed_by_wake = False
@@ -501,12 +523,45 @@ class DeviceSession:
 
     # ---- replies ---------------------------------------------------------------------------------
 
-    def _queue_reply(self, request: TurnRequest, stamps: dict[str, float] | None = None) -> None:
+    def _queue_reply(self, request: TurnRequest, stamps: dict[str, float] | None = None) -> ReplyTurn:
         turn = ReplyTurn(next(self._turn_ids), request, self)
         turn.timing.stamps.update(stamps or {})  # input_end / asr_done of a spoken turn
         self._replies.append(turn)
         self._replies_ready.set()
         self.stats.turns += 1
+        return turn
+
+    @property
+    def can_announce(self) -> bool:
+        return self.hello_received.is_set() and not self._closed and not self.conn.closed
+
+    async def announce(self, text: str) -> bool:
+        """Speak `text` unprompted (a timer going off): `tts start`, its sentence and audio, `tts stop`, to
+        an idle device at once, or right after the reply in progress. True once its words started going
+        out (heard, even if the user then cut it short); False if it could not be spoken: no hello yet,
+        socket gone, too many waiting, or cancelled before a word went out. The caller keeps it then."""
+        if not self.can_announce or len(self._announcements) >= MAX_ANNOUNCEMENTS:
+            return False
+        heard: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        turn = self._queue_reply(TurnRequest(prompt_text=text))
+        self._announcements[turn] = heard
+        log.info("%s: announcing %r (%s)", self.name, text, "after the reply" if self._current else "now")
+        return await heard
+
+    def _settle_announcement(self, turn: ReplyTurn) -> None:
+        heard = self._announcements.pop(turn, None)
+        if heard is not None and not heard.done():
+            heard.set_result(bool(turn.spoken))
+
+    def _device_tool_specs(self) -> list[Any]:
+        return list(getattr(self.device_mcp, "tools", None) or [])
+
+    def _spawn_bias_refresh(self) -> None:
+        bias = self.recognition_bias
+        if bias is not None and not self._closed:
+            task = asyncio.get_running_loop().create_task(bias.refresh(), name=f"{self.name}:bias")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def _reply_worker(self) -> None:
         while True:
@@ -516,6 +571,7 @@ class DeviceSession:
                 continue
             turn = self._replies.popleft()
             if turn.cancelled:
+                self._settle_announcement(turn)
                 continue
             self._current = turn
             self._current_task = asyncio.get_running_loop().create_task(
@@ -526,7 +582,9 @@ class DeviceSession:
             finally:
                 self._current = None
                 self._current_task = None
+                self._settle_announcement(turn)
                 self._update_state(f"{turn} ended")
+                self._spawn_bias_refresh()  # a name taught in this turn is recognised from the next one
             if turn.request.close_after and not turn.cancelled:
                 log.info("%s: no speech after repeated prompts; closing", self.name)
                 await self.conn.close(CLOSE_NORMAL, "no speech; goodbye")
@@ -535,6 +593,7 @@ class DeviceSession:
     def _cancel_all_replies(self) -> ReplyTurn | None:
         for queued in self._replies:
             queued.cancelled = True
+            self._settle_announcement(queued)
         self._replies.clear()
         current = self._current
         if current is not None:
