@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import shutil
@@ -131,9 +132,26 @@ def condition_pcm(voice: str, condition: str, text: str) -> bytes:
 # ---- one engine, in its own process ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
+def device_phrase_set() -> tuple[tuple[str, ...], float]:
+    """What the server biases a session's recogniser toward with this device (`[asr] bias = "auto"` and the
+    built-in agent): the agent's phrases plus the xiaozhi device's tool words (wren.agent.vocabulary)."""
+    from wren.agent.vocabulary import recognition_phrases
+    from wren.speech.asr.moonshine.bias import margin_for
+    from wren.tools.spec import ToolSpec
+
+    from tests.agent.fakes import XIAOZHI_TOOLS
+
+    tools = [ToolSpec.from_mcp(spec, "device") for spec in XIAOZHI_TOOLS]
+    return recognition_phrases(tools), margin_for("auto", "builtin")
+
+
 def decode(engine: Any, pcm: bytes, speaker: str | None) -> dict[str, float | str]:
-    """Feed one utterance as the server does; the heard text and what it cost."""
+    """Feed one utterance as the server does (phrase-set bias included); the heard text and what it cost."""
     stream = engine.open_stream(speaker=speaker)
+    prefer = getattr(stream, "bias", None)
+    if callable(prefer):
+        prefer(*device_phrase_set())
     try:
         cpu_started, wall_started = time.process_time(), time.perf_counter()
         for i in range(0, len(pcm), CHUNK_BYTES):

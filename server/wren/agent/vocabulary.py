@@ -28,8 +28,10 @@ BUILTIN_PHRASES = (
     "remind me in ten minutes to check the oven",
     "louder", "quieter", "a bit louder", "turn it up", "turn it down", "brighter", "dimmer",
     "set the volume to thirty", "turn the light red", "green blue white yellow orange purple pink",
-    "my name is", "what is my name", "what can you do", "repeat that", "stop", "cancel", "thank you",
-    "goodbye", "hello", "minutes seconds hours", "percent", "brightness", "volume", "light", "theme",
+    "my name is", "what is my name", "who am i", "what can you do", "repeat that", "stop", "cancel",
+    "thank you", "thanks a lot", "goodbye", "good night", "good morning", "good evening", "hello there",
+    "hey there", "minutes seconds hours", "percent", "brightness", "volume", "light", "theme", "screen",
+    "dim the screen", "mute the speaker", "quieter please", "battery", "charging", "status",
 )
 
 

@@ -9,6 +9,8 @@ decoder pass, ≈10 ms), and the best candidate replaces the greedy text if
 
     log p(candidate | audio) >= log p(greedy | audio) - margin × words replaced
 
+(half the margin for a replacement only spelled alike, which the decoder did not rank high itself).
+
 `margin` is the bias strength in nats per word (`[asr] bias`, see `margin_for`): a strong prior for the
 built-in engine, which can only act on its own phrases anyway; a weak one with an LLM engine, so that open
 questions keep what was heard and only near-ties flip. This is the rescoring half of Home Assistant's
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz, process
 
 SIMILARITY = 72.0
+SPELLED_SHARE = 0.5
 MAX_CANDIDATES = 6
 STRONG_MARGIN = 4.0  # nats per replaced word: built-in engine
 WEAK_MARGIN = 1.0  # LLM engines: open questions stay as heard
@@ -57,6 +60,12 @@ def _skeleton(word: str) -> str:
 class Candidate:
     text: str
     replaced: int  # words of the hypothesis replaced
+    heard: bool = True  # the decoder itself ranked a replacement high (else: only spelled alike)
+
+    def allowance(self, margin: float) -> float:
+        """How much less likely than the greedy text this candidate may be (nats). A replacement only
+        spelled like a phrase-set word gets half: "thanks" must not become "thank" on spelling alone."""
+        return margin * self.replaced * (1.0 if self.heard else SPELLED_SHARE)
 
 
 class PhraseBias:
@@ -108,12 +117,13 @@ class PhraseBias:
             return []
         words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(hypothesis)]
         known = set(self._keys)
-        options: list[tuple[float, int, int, str]] = []  # (similarity, start, end, replacement)
+        options: list[_Option] = []
         for index, alternatives in (heard_as or {}).items():
             if index < len(words) and words[index][2].lower() not in known:
                 start, end, word = words[index]
                 for key in alternatives:  # the model heard it as possible: the rescoring decides
-                    options.append((50 + fuzz.ratio(word.lower(), key) / 2, start, end, self.vocabulary[key]))
+                    similarity = 50 + fuzz.ratio(word.lower(), key) / 2
+                    options.append(_Option(similarity, start, end, self.vocabulary[key], True))
         for i in range(len(words)):
             for size in (1, 2):
                 span_words = words[i : i + size]
@@ -127,25 +137,36 @@ class PhraseBias:
                 match = self._closest(span.replace(" ", "") if size == 2 else span)
                 if match is None or match[0] == span:
                     continue
-                options.append((match[1], span_words[0][0], span_words[-1][1], self.vocabulary[match[0]]))
-        options.sort(key=lambda o: -o[0])
+                replacement = self.vocabulary[match[0]]
+                options.append(_Option(match[1], span_words[0][0], span_words[-1][1], replacement, False))
+        options.sort(key=lambda o: -o.similarity)
         chosen = _non_overlapping(options)[:MAX_CANDIDATES]
-        result = [Candidate(_replace(hypothesis, [o]), 1) for o in chosen]
+        result = [Candidate(_replace(hypothesis, [o]), 1, o.heard) for o in chosen]
         if len(chosen) > 1:
-            result.append(Candidate(_replace(hypothesis, chosen), len(chosen)))
+            result.append(Candidate(_replace(hypothesis, chosen), len(chosen), all(o.heard for o in chosen)))
         return result
 
 
-def _non_overlapping(options: list[tuple[float, int, int, str]]) -> list[tuple[float, int, int, str]]:
-    taken: list[tuple[float, int, int, str]] = []
+@dataclass(frozen=True)
+class _Option:
+    similarity: float
+    start: int  # character span of the hypothesis replaced
+    end: int
+    replacement: str
+    heard: bool
+
+
+def _non_overlapping(options: list[_Option]) -> list[_Option]:
+    taken: list[_Option] = []
     for option in options:
-        if all(option[2] <= t[1] or option[1] >= t[2] for t in taken):
+        if all(option.end <= t.start or option.start >= t.end for t in taken):
             taken.append(option)
     return taken
 
 
-def _replace(text: str, options: list[tuple[float, int, int, str]]) -> str:
-    for _, start, end, word in sorted(options, key=lambda o: -o[1]):
+def _replace(text: str, options: list[_Option]) -> str:
+    for option in sorted(options, key=lambda o: -o.start):
+        start, end, word = option.start, option.end, option.replacement
         original = text[start:end]
         if original[:1].isupper() and word[:1].islower():
             word = word[:1].upper() + word[1:]

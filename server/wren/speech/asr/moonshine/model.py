@@ -162,7 +162,7 @@ class MoonshineModel:
     ) -> str:
         best, best_gain = text, 0.0
         for candidate in bias.candidates(text, heard_as):
-            gain = self.score(cross, candidate.text) - greedy_score + bias.margin * candidate.replaced
+            gain = self.score(cross, candidate.text) - greedy_score + candidate.allowance(bias.margin)
             if gain > best_gain:
                 best, best_gain = candidate.text, gain
         if best != text:
