@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from wren.agent.engines.base import TurnContext
 from wren.agent.engines.intent import COLOURS, ToolMatch, first_sentence, match_tool
 from wren.agent.events import Emotion, TextChunk, TurnEvent
+from wren.agent.everyday import everyday_answer
 from wren.agent.nlu import (
     CANCEL,
     RelativeChange,
@@ -95,6 +96,10 @@ def _name_from_history(history: list[dict[str, str]]) -> str | None:
             if name:
                 return name
     return None
+
+
+def _last_reply(history: list[dict[str, str]]) -> str | None:
+    return next((item.get("content") for item in reversed(history) if item.get("role") == "assistant"), None)
 
 
 def _describe_tool(tool: ToolSpec) -> str:
@@ -186,6 +191,11 @@ class BuiltinEngine:
                 async for event in self._fixed_intent(ctx, choice):
                     yield event
                 return
+        everyday = everyday_answer(words, _last_reply(ctx.history))
+        if everyday is not None:  # arithmetic, unit conversions, "repeat that", "stop" (wren.agent.everyday)
+            yield Emotion("neutral")
+            yield TextChunk(everyday)
+            return
         intent = exact_intent(normal, words)
         if intent is not None:
             async for event in self._fixed_intent(ctx, intent):
@@ -295,7 +305,8 @@ class BuiltinEngine:
             yield TextChunk(f"Done, the {quantity} is now {value}.")
 
     def _capabilities(self, ctx: TurnContext) -> list[str]:
-        chunks = ["I can tell you the time and the date, and remember your name."]
+        chunks = ["I can tell you the time and the date, set timers, alarms and reminders, do sums and unit "
+                  "conversions, and remember your name."]
         tools = ctx.tools.tools
         if tools:
             phrases = [_describe_tool(t) for t in tools[:6]]
