@@ -216,3 +216,10 @@ def test_while_speaking_guesses_become_drafts_for_the_final_decode(moonshine):
     stream.close()
     assert moonshine.stats.drafted_runs == before + 1
     assert "timer" in text and "oven" in text
+
+
+@pytest.mark.parametrize("sentence", ["make the light pink", "is the battery charging", "what is my name"])
+def test_the_tokenizer_splits_text_the_way_the_model_writes_it(moonshine, sentence):
+    """Rescoring needs the model's own split of a word: any other split is far less likely to it."""
+    result = moonshine.model.transcribe(np.frombuffer(spoken(sentence), "<i2").astype(np.float32) / 32768.0)
+    assert moonshine.model.tokenizer.encode(result.text) == result.tokens

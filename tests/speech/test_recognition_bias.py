@@ -101,3 +101,8 @@ def test_the_session_capture_hands_its_phrase_set_to_the_recogniser(silero_vad, 
     for i in range(0, len(pcm), 1920):
         capture.process(pcm[i : i + 1920])
     assert capture.finish().text == "Turn on the kitchen light."
+
+
+def test_function_words_are_never_replaced_even_when_the_model_hesitated():
+    bias = PhraseBias(["set the theme to dark"])
+    assert bias.candidates("What is the value?", {2: {"theme"}}) == []

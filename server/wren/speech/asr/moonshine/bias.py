@@ -20,8 +20,9 @@ Speech-to-Phrase idea, without closing the vocabulary.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from rapidfuzz import fuzz, process
 
@@ -83,14 +84,15 @@ class PhraseBias:
         self.margin = margin
         self._first_tokens: dict[int, list[str]] | None = None
 
-    def by_first_token(self, encode: Callable[[str], list[int]]) -> dict[int, list[str]]:
-        """Vocabulary words by the first token of their spelling (computed once per phrase set)."""
+    def by_first_token(self, tokenizer: Any) -> dict[int, list[str]]:
+        """Vocabulary words by the first token of their spelling (computed once per phrase set). A first
+        token of one letter ("▁m" of "mute") says too little and is left out unless it is the whole word."""
         if self._first_tokens is None:
             index: dict[int, list[str]] = {}
             for key, word in self.vocabulary.items():
                 for spelling in {word, word[:1].upper() + word[1:]}:
-                    ids = encode(spelling)
-                    if ids:
+                    ids = tokenizer.encode(spelling)
+                    if ids and (len(ids) == 1 or len(tokenizer.piece(ids[0])) >= 3):
                         index.setdefault(ids[0], []).append(key)
             self._first_tokens = index
         return self._first_tokens
@@ -119,7 +121,7 @@ class PhraseBias:
         known = set(self._keys)
         options: list[_Option] = []
         for index, alternatives in (heard_as or {}).items():
-            if index < len(words) and words[index][2].lower() not in known:
+            if index < len(words) and words[index][2].lower() not in known | _COMMON:
                 start, end, word = words[index]
                 for key in alternatives:  # the model heard it as possible: the rescoring decides
                     similarity = 50 + fuzz.ratio(word.lower(), key) / 2

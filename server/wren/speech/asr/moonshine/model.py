@@ -108,7 +108,7 @@ class MoonshineModel:
         hidden = self._encoder.run(None, {"input_values": audio[None, :].astype(np.float32, copy=False)})[0]
         cross = dict(zip(self._cross_outputs, self._cross.run(None, {"encoder_hidden_states": hidden}),
                          strict=True))
-        first_tokens = bias.by_first_token(self.tokenizer.encode) if bias else None
+        first_tokens = bias.by_first_token(self.tokenizer) if bias else None
         search = _Greedy(self.tokenizer, math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS, first_tokens)
         self._search(cross, search, draft or [])
         text = self.tokenizer.decode(search.tokens)

@@ -20,7 +20,6 @@ class MoonshineTokenizer:
     def __init__(self, pieces: Sequence[bytes]) -> None:
         self._pieces = list(pieces)
         self._ids = {piece: i for i, piece in enumerate(self._pieces) if i > END_ID and piece}
-        self._longest = max((len(p) for p in self._ids), default=1)
 
     @classmethod
     def load(cls, path: Path) -> MoonshineTokenizer:
@@ -44,22 +43,38 @@ class MoonshineTokenizer:
         return len(self._pieces)
 
     def encode(self, text: str) -> list[int]:
-        """Ids for `text` by longest match over the vocabulary (bytes fall back to byte pieces). Not the
-        trainer's exact BPE merge order, but the same ids for ordinary words (checked against the model's
-        own output), which is what rescoring a hypothesis needs."""
-        data = (WORD_START + WORD_START.join(text.split())).encode()
+        """Ids for `text` as SentencePiece BPE would split it: each word ("▁" + word) starts as characters
+        and the adjacent pair whose merge is a vocabulary piece with the lowest id (the highest-scored
+        merge: the vocabulary is stored in score order) is merged until none is left. The model gives
+        other splittings of the same word far lower probabilities, so rescoring needs this one."""
         ids: list[int] = []
-        offset = 0
-        while offset < len(data):
-            for length in range(min(self._longest, len(data) - offset), 0, -1):
-                piece_id = self._ids.get(data[offset : offset + length])
-                if piece_id is not None:
-                    ids.append(piece_id)
-                    offset += length
-                    break
-            else:
-                offset += 1  # a byte with no piece at all: skip it (never in this vocabulary)
+        for word in text.split():
+            ids.extend(self._encode_word(WORD_START + word))
         return ids
+
+    def _encode_word(self, word: str) -> list[int]:
+        symbols = [ch.encode() for ch in word]
+        while len(symbols) > 1:
+            best, best_id = -1, len(self._pieces)
+            for i in range(len(symbols) - 1):
+                piece_id = self._ids.get(symbols[i] + symbols[i + 1])
+                if piece_id is not None and piece_id < best_id:
+                    best, best_id = i, piece_id
+            if best < 0:
+                break
+            symbols[best : best + 2] = [symbols[best] + symbols[best + 1]]
+        ids: list[int] = []
+        for symbol in symbols:
+            piece_id = self._ids.get(symbol)
+            if piece_id is not None:
+                ids.append(piece_id)
+            else:  # no piece for this character: its UTF-8 bytes (byte-fallback pieces)
+                ids.extend(self._ids[bytes([b])] for b in symbol if bytes([b]) in self._ids)
+        return ids
+
+    def piece(self, token: int) -> str:
+        """The text of one token ("▁light")."""
+        return self._pieces[token].decode("utf-8", "replace") if 0 <= token < len(self._pieces) else ""
 
     def starts_word(self, token: int) -> bool:
         return 0 <= token < len(self._pieces) and self._pieces[token].startswith(_WORD_START_BYTES)
