@@ -72,7 +72,9 @@ def word_errors(reference: str, hypothesis: str) -> int:
 
 
 def bench_asr(sentences: list[str], config: AsrConfig | None = None, prefix: str = "asr") -> dict[str, float]:
-    """Streaming recognition cost; `prefix` names the results (asr_ for pocketsphinx, asr_vosk_ ...)."""
+    """Recognition cost; `prefix` names the results (asr_ for pocketsphinx, asr_moonshine_, asr_vosk_ ...).
+    Audio is fed as fast as possible, so moonshine's finish() is a full decode (no speculation): the worst
+    case of its end-of-utterance latency."""
     started = time.perf_counter()
     # workers=0: the engine itself, in this process. Through worker processes `process_time()` would only
     # count this process's pipe writes (RTF ≈ 0.0), not the recognition.
@@ -111,7 +113,7 @@ def bench_asr(sentences: list[str], config: AsrConfig | None = None, prefix: str
 
 def bench_tts(repeats: int) -> dict[str, float]:
     started = time.perf_counter()
-    engine = load_tts(TtsConfig())
+    engine = load_tts(TtsConfig(phrase_cache_kb=0))  # synthesis itself, not the phrase cache's hits
     load_s = time.perf_counter() - started
     list(engine.synthesize("Warm up."))  # first onnx run allocates; not what a session sees
     out: dict[str, float] = {"tts_load_s": load_s}
@@ -181,7 +183,9 @@ def run(quick: bool, vosk_model: str | None = None) -> dict[str, float]:
     sentences = ASR_SENTENCES[:2] if quick else ASR_SENTENCES
     results.update(bench_opus(frames=50 if quick else 2000))
     results.update(bench_vad(frames=20 if quick else 500))
-    results.update(bench_asr(sentences))
+    results.update(bench_asr(sentences))  # pocketsphinx (the "asr_" rows, comparable with earlier runs)
+    moonshine = AsrConfig(engine="moonshine")
+    results.update(bench_asr(sentences, moonshine, prefix="asr_moonshine"))
     if vosk_model:
         vosk_config = AsrConfig(engine="vosk", model_path=vosk_model, pool_size=1, workers=0)
         results.update(bench_asr(sentences, vosk_config, prefix="asr_vosk"))
