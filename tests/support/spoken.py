@@ -40,12 +40,19 @@ def spoken_pcm(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms:
         engine = _engine()
         audio = np.frombuffer(b"".join(engine.synthesize(text)), dtype="<i2")
         src_rate = engine.sample_rate
+    return store_padded(path, audio, src_rate, sample_rate, lead_ms, tail_ms)
+
+
+def store_padded(
+    path: Path, audio: np.ndarray, src_rate: int, sample_rate: int, lead_ms: int, tail_ms: int
+) -> bytes:
+    """`audio` resampled to `sample_rate`, with silence around it, written atomically to the cache `path`."""
     if src_rate != sample_rate:
         audio = soxr.resample(audio, src_rate, sample_rate).astype(np.int16)
     pad = lambda ms: np.zeros(sample_rate * ms // 1000, dtype=np.int16)  # noqa: E731
     pcm = np.concatenate([pad(lead_ms), audio, pad(tail_ms)]).astype("<i2").tobytes()
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
     tmp.write_bytes(pcm)
     tmp.replace(path)
     return pcm

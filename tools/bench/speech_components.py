@@ -62,13 +62,9 @@ FRAME_MS = 60
 
 
 def word_errors(reference: str, hypothesis: str) -> int:
-    ref, hyp = reference.split(), hypothesis.split()
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
+    from tools.bench.understanding_check import word_errors as errors_in_words
+
+    return errors_in_words(reference.split(), hypothesis.split())
 
 
 def bench_asr(sentences: list[str], config: AsrConfig | None = None, prefix: str = "asr") -> dict[str, float]:

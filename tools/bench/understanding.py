@@ -61,7 +61,6 @@ TARGETS = {"understood_clean_pct": 95.0, "understood_noisy_pct": 90.0, "wer_open
 def espeak_pcm(text: str) -> bytes:
     """16 kHz PCM of espeak-ng en-us saying `text`, padded like piper (cached in .cache/spoken-espeak)."""
     import numpy as np
-    import soxr
 
     key = hashlib.sha1(f"{text}|{RATE}|{LEAD_MS}|{TAIL_MS}|espeak-ng-en-us".encode()).hexdigest()[:16]
     path = ESPEAK_CACHE / f"{key}.pcm"
@@ -73,15 +72,9 @@ def espeak_pcm(text: str) -> bytes:
         subprocess.run(cmd, check=True, capture_output=True)
         with wave.open(str(wav_path)) as w:
             src_rate, audio = w.getframerate(), np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-    if src_rate != RATE:
-        audio = soxr.resample(audio, src_rate, RATE).astype(np.int16)
-    pad = lambda ms: np.zeros(RATE * ms // 1000, dtype=np.int16)  # noqa: E731
-    pcm = np.concatenate([pad(LEAD_MS), audio, pad(TAIL_MS)]).astype("<i2").tobytes()
-    ESPEAK_CACHE.mkdir(parents=True, exist_ok=True)
-    tmp_path = path.with_suffix(".tmp")
-    tmp_path.write_bytes(pcm)
-    tmp_path.replace(path)
-    return pcm
+    from tests.support.spoken import store_padded
+
+    return store_padded(path, audio, src_rate, RATE, LEAD_MS, TAIL_MS)
 
 
 def voice_pcm(voice: str, text: str) -> bytes:
