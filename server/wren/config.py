@@ -103,7 +103,8 @@ class AsrConfig:
     cache_dir: str = ""
     # Bias recognition toward what Wren can act on (its intents, the device's tools, taught names):
     # "auto" = strong with the built-in agent, weak with an LLM engine (open questions stay as heard);
-    # "strong", "weak" or "off". moonshine only (wren.speech.asr.moonshine.bias).
+    # "strong", "weak" or "off". moonshine rescores near-misses, pocketsphinx matches its n-best
+    # (wren.speech.asr.bias, PocketsphinxStream.bias); vosk ignores it.
     bias: str = "auto"
 
 

@@ -259,3 +259,15 @@ def test_no_asr_worker_outlives_wren_serve(tmp_path, stop_signal):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_phrase_bias_reaches_the_recogniser_in_the_worker(process_engine):
+    from wren.agent.vocabulary import recognition_phrases
+
+    stream = process_engine.open_stream()
+    try:
+        stream.bias(recognition_phrases(), 4.0)
+        stream.accept(spoken("goodbye"))
+        assert stream.finish() == "goodbye"  # unbiased, pocketsphinx hears "the bike"
+    finally:
+        stream.close()

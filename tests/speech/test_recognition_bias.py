@@ -10,7 +10,7 @@ from wren.config import AsrConfig, VadConfig
 from wren.session.capture import UtteranceCapture
 from wren.session.state import ListenMode
 from wren.speech.asr import load_asr
-from wren.speech.asr.moonshine.bias import STRONG_MARGIN, WEAK_MARGIN, PhraseBias, margin_for
+from wren.speech.asr.bias import STRONG_MARGIN, WEAK_MARGIN, PhraseBias, margin_for
 from wren.speech.codec import make_decoder
 from wren.tools.spec import ToolSpec
 
@@ -106,3 +106,25 @@ def test_the_session_capture_hands_its_phrase_set_to_the_recogniser(silero_vad, 
 def test_function_words_are_never_replaced_even_when_the_model_hesitated():
     bias = PhraseBias(["set the theme to dark"])
     assert bias.candidates("What is the value?", {2: {"theme"}}) == []
+
+
+def _pocketsphinx_words(engine, text: str, margin: float | None) -> str:
+    stream = engine.open_stream()
+    try:
+        if margin is not None:
+            stream.bias(recognition_phrases(), margin)
+        stream.accept(spoken(text))
+        return stream.finish()
+    finally:
+        stream.close()
+
+
+def test_pocketsphinx_takes_the_hypothesis_of_its_n_best_with_more_words_wren_can_act_on(pocketsphinx_engine):
+    assert _pocketsphinx_words(pocketsphinx_engine, "goodbye", None) == "the bike"
+    assert _pocketsphinx_words(pocketsphinx_engine, "goodbye", STRONG_MARGIN) == "goodbye"
+    assert _pocketsphinx_words(pocketsphinx_engine, "goodbye", 0.0) == "the bike"  # bias off
+
+
+def test_pocketsphinx_keeps_open_questions_as_heard(pocketsphinx_engine):
+    for sentence in ("why is the sky blue", "tell me a joke"):
+        assert _pocketsphinx_words(pocketsphinx_engine, sentence, STRONG_MARGIN) == sentence

@@ -36,13 +36,16 @@ from pathlib import Path
 
 import pocketsphinx
 
-from wren.speech.asr import AsrError
+from wren.speech.asr.bias import STRONG_MARGIN, PhraseBias
+from wren.speech.asr.errors import AsrError
 from wren.speech.asr.pool import RecogniserPool
 from wren.speech.asr.text import clean_transcript
 
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_SPEAKERS = 4096  # ≈200 bytes each; least recently heard speakers are forgotten first
+# Phrase bias by n-best (see PocketsphinxStream.bias): distinct hypotheses considered, and entries read.
+NBEST_STRONG, NBEST_WEAK, NBEST_SCAN = 8, 3, 60
 MIN_ADAPT_SAMPLES = 16000 * 3 // 10  # an utterance shorter than 0.3 s says too little about the channel
 
 # The bundled en-US model's cepstral mean after warm-up on several ordinary sentences (13 coefficients).
@@ -146,6 +149,8 @@ class PocketsphinxStream:
         self._final: str | None = None
         self._odd_byte = b""
         self._broken = False  # a decoder that raised is dropped, never handed to the next device
+        self._vocabulary: frozenset[str] = frozenset()
+        self._nbest = 0
         self.samples = 0
 
     def _start(self) -> pocketsphinx.Decoder:
@@ -178,6 +183,13 @@ class PocketsphinxStream:
                 raise AsrError(f"pocketsphinx failed while decoding: {exc}") from exc
             self.samples += len(data) // 2
 
+    def bias(self, phrases: tuple[str, ...], margin: float) -> None:
+        """Prefer, among the decoder's best hypotheses, the one with more words Wren can act on (the
+        phrase set of `wren.agent.vocabulary`): the top `NBEST_STRONG` with a strong margin (the built-in
+        agent), the top `NBEST_WEAK` with a weak one (an LLM engine: only near-ties flip), none at 0."""
+        self._vocabulary = frozenset(PhraseBias(phrases, margin).vocabulary) if margin > 0 else frozenset()
+        self._nbest = 0 if margin <= 0 else NBEST_STRONG if margin >= STRONG_MARGIN else NBEST_WEAK
+
     def partial(self) -> str:
         if self._final is not None:
             return self._final
@@ -199,9 +211,31 @@ class PocketsphinxStream:
         self._in_utterance = False
         hyp = decoder.hyp()
         self._final = clean_transcript(hyp.hypstr) if hyp else ""
+        if self._final and self._vocabulary:
+            self._final = self._biased(decoder, self._final)
         if self.speaker is not None and self.samples >= MIN_ADAPT_SAMPLES:
             self._engine.remember_cmn(self.speaker, decoder.get_cmn(False))
         return self._final
+
+    def _biased(self, decoder: pocketsphinx.Decoder, best: str) -> str:
+        """The first of the top hypotheses with more phrase-set words than the best one (else the best)."""
+        def hits(text: str) -> int:
+            return sum(1 for word in text.split() if word in self._vocabulary)
+
+        seen, chosen, chosen_hits = {best}, best, hits(best)
+        try:
+            for hypothesis, _ in zip(decoder.nbest(), range(NBEST_SCAN), strict=False):
+                text = clean_transcript(hypothesis.hypstr)
+                if text in seen:
+                    continue
+                seen.add(text)
+                if hits(text) > chosen_hits:
+                    chosen, chosen_hits = text, hits(text)
+                if len(seen) > self._nbest:
+                    break
+        except RuntimeError:  # no lattice for this utterance: keep the best hypothesis
+            return best
+        return chosen
 
     def close(self) -> None:
         """Return the decoder to the pool (ending an abandoned utterance first). Idempotent."""

@@ -124,6 +124,11 @@ def _worker_main(conn: Any, config_fields: dict[str, Any]) -> None:
                     speaker = getattr(streams[sid], "speaker", None)
                     cmn = speaker_cmn(speaker) if speaker_cmn is not None and speaker is not None else None
                     conn.send(("ok", request_id, (text, cmn)))
+            elif op == "bias":
+                _, sid, phrases, margin = message
+                prefer = getattr(streams.get(sid), "bias", None)
+                if prefer is not None:
+                    prefer(phrases, margin)
             elif op == "close":
                 _, sid = message
                 errors.pop(sid, None)
@@ -460,6 +465,11 @@ class ProcessAsrStream:
         except AsrError as exc:
             self.fail(exc)
             raise
+
+    def bias(self, phrases: tuple[str, ...], margin: float) -> None:
+        """Passed on to the stream in the worker (pocketsphinx: n-best matching of the phrase set)."""
+        self._check()
+        self._worker.send(("bias", self.sid, tuple(phrases), float(margin)))
 
     def partial(self) -> str:
         if self._final is not None:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wren.speech.asr.bias import PhraseBias
 from wren.speech.asr.errors import AsrError
-from wren.speech.asr.moonshine.bias import PhraseBias
 from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel
 from wren.speech.asr.moonshine.scheduler import COMMIT, SPECULATIVE, URGENT, DecodeScheduler
 

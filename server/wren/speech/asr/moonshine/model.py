@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wren.speech.asr.bias import PhraseBias
 from wren.speech.asr.errors import AsrError
-from wren.speech.asr.moonshine.bias import PhraseBias
 from wren.speech.asr.moonshine.tokenizer import END_ID, START_ID, MoonshineTokenizer
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class MoonshineModel:
         self, audio: np.ndarray, bias: PhraseBias | None = None, draft: list[int] | None = None
     ) -> Transcript:
         """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence. With `bias`, near-miss words are
-        replaced by phrase-set words the model finds about as likely (`wren.speech.asr.moonshine.bias`).
+        replaced by phrase-set words the model finds about as likely (`wren.speech.asr.bias`).
         `draft`: the tokens of an earlier decode of the start of the same utterance; they are checked in
         one decoder pass and the greedy search goes on from the first token that differs (the result is
         exactly the greedy result, found with fewer decoder steps)."""
