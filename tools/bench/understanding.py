@@ -130,7 +130,7 @@ def device_phrase_set() -> tuple[tuple[str, ...], float]:
     """What the server biases a session's recogniser toward with this device (`[asr] bias = "auto"` and the
     built-in agent): the agent's phrases plus the xiaozhi device's tool words (wren.agent.vocabulary)."""
     from wren.agent.vocabulary import recognition_phrases
-    from wren.speech.asr.moonshine.bias import margin_for
+    from wren.speech.asr.bias import margin_for
     from wren.tools.spec import ToolSpec
 
     from tests.agent.fakes import XIAOZHI_TOOLS

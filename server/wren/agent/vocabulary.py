@@ -5,7 +5,7 @@ volume, lights, names…), the connected device's MCP tools (names, parameter na
 a description quotes in backticks: "volume", "brightness", "theme", "dark"), and names people taught it
 (the built-in engine's `user_name`). Number ranges are left out: the recogniser writes numbers well and
 the agent's normaliser reads them in any form. The recogniser (moonshine) rescores near-misses with them; see
-`wren.speech.asr.moonshine.bias` for the rule that decides between the biased and the open transcript.
+`wren.speech.asr.bias` for the rule that decides between the biased and the open transcript.
 
 Bounded: a device may list thousands of properties; at most `MAX_PHRASES` phrases of `MAX_PHRASE_CHARS`.
 """

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wren.agent.vocabulary import recognition_phrases
-from wren.speech.asr.moonshine.bias import margin_for
+from wren.speech.asr.bias import margin_for
 from wren.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
