@@ -128,3 +128,22 @@ def test_pocketsphinx_takes_the_hypothesis_of_its_n_best_with_more_words_wren_ca
 def test_pocketsphinx_keeps_open_questions_as_heard(pocketsphinx_engine):
     for sentence in ("why is the sky blue", "tell me a joke"):
         assert _pocketsphinx_words(pocketsphinx_engine, sentence, STRONG_MARGIN) == sentence
+
+
+def test_a_whole_phrase_set_sentence_is_a_candidate_with_the_numbers_that_were_heard():
+    bias = PhraseBias(recognition_phrases())
+    texts = [c.text for c in bias.sentence_candidates("Saint-Namal Yun-tah-50.")]
+    assert texts[0] == "Set the volume to 50."
+    assert bias.sentence_candidates("Set the volume to thirty.") == []  # phrase-set words already
+
+
+def test_the_greedy_searchs_miss_is_found_among_the_phrase_set_sentences(moonshine):
+    """espeak-ng's "set the volume to fifty": greedy decoding writes nonsense, yet the model itself finds the
+    phrase-set sentence more likely on the same audio."""
+    from tools.bench.understanding import espeak_pcm, voice_status
+
+    if voice_status("espeak") != "available":
+        pytest.skip("espeak-ng is not installed (make installs it)")
+    pcm = espeak_pcm("set the volume to fifty")
+    assert "volume" not in recognise(moonshine, pcm).lower()
+    assert biased(moonshine, pcm, recognition_phrases()) == "Set the volume to 50."

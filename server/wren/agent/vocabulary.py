@@ -21,17 +21,24 @@ from wren.tools.spec import ToolSpec
 MAX_PHRASES = 400
 MAX_PHRASE_CHARS = 60
 
+# Canonical phrasings of the built-in engine's intents (what Speech-to-Phrase would enumerate): whole
+# sentences are rescored against what was heard, so these are the sentences Wren can act on as people say
+# them; the single words give the vocabulary for near-miss words.
 BUILTIN_PHRASES = (
-    "what time is it", "what is the date today", "what day is it",
+    "what time is it", "tell me the time", "what is the date today", "what day is it today",
     "set a timer for five minutes", "how long is left on the timer", "cancel the timer", "stop the timer",
     "set an alarm for seven", "wake me up at six thirty", "remind me at six to call mum",
     "remind me in ten minutes to check the oven",
-    "louder", "quieter", "a bit louder", "turn it up", "turn it down", "brighter", "dimmer",
-    "set the volume to thirty", "turn the light red", "green blue white yellow orange purple pink",
+    "louder", "quieter", "a bit louder", "quieter please", "turn it up", "turn it down", "brighter", "dimmer",
+    "set the volume to thirty", "turn the volume up", "turn the volume down", "what is the volume",
+    "mute the speaker", "set the brightness to fifty", "dim the screen", "make the screen brighter",
+    "turn the light red", "turn the light on", "turn the light off",
+    "green blue white yellow orange purple pink",
+    "what is the battery level", "is the battery charging", "what is the device status",
     "my name is", "what is my name", "who am i", "what can you do", "repeat that", "stop", "cancel",
     "thank you", "thanks a lot", "goodbye", "good night", "good morning", "good evening", "hello there",
     "hey there", "minutes seconds hours", "percent", "brightness", "volume", "light", "theme", "screen",
-    "dim the screen", "mute the speaker", "quieter please", "battery", "charging", "status",
+    "battery", "charging", "status",
 )
 
 

@@ -9,7 +9,9 @@ decoder pass, ≈10 ms), and the best candidate replaces the greedy text if
 
     log p(candidate | audio) >= log p(greedy | audio) - margin × words replaced
 
-(half the margin for a replacement only spelled alike, which the decoder did not rank high itself).
+(half the margin for a replacement only spelled alike, which the decoder did not rank high itself). Whole
+phrase-set sentences that look or sound like the hypothesis are candidates too (`sentence_candidates`): the
+greedy search misses the most likely sentence now and then, most on unusual voices.
 
 `margin` is the bias strength in nats per word (`[asr] bias`, see `margin_for`): a strong prior for the
 built-in engine, which can only act on its own phrases anyway; a weak one with an LLM engine, so that open
@@ -27,6 +29,14 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 SIMILARITY = 72.0
+SENTENCE_SIMILARITY = 55.0
+MAX_SENTENCES = 4
+# A number as the recogniser writes it: digits, or one of the spelled tens and units.
+_NUMBER = re.compile(
+    r"\b(?:\d+|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[ -](?:one|two|three|four|five|"
+    r"six|seven|eight|nine))?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen)\b",
+    re.IGNORECASE,
+)
 SPELLED_SHARE = 0.5
 MAX_CANDIDATES = 6
 STRONG_MARGIN = 4.0  # nats per replaced word: built-in engine
@@ -48,6 +58,10 @@ def margin_for(setting: str, agent_engine: str) -> float:
     if setting == "strong" or (setting == "auto" and agent_engine == "builtin"):
         return STRONG_MARGIN
     return WEAK_MARGIN
+
+
+def _skeleton_sentence(text: str) -> str:
+    return " ".join(_skeleton(w) for w in text.split())
 
 
 def _skeleton(word: str) -> str:
@@ -79,6 +93,10 @@ class PhraseBias:
                     # keep the spelling people taught ("Siobhan"), else lower case
                     vocabulary.setdefault(key, word if word[:1].isupper() else key)
         self.vocabulary = vocabulary
+        # Whole phrases (2–8 words) are candidates too: a greedy search can miss the most likely sentence
+        # ("Saint-Lavalium to thirty." scores below "Set the volume to thirty." on the same audio).
+        self.sentences = [" ".join(_WORD.findall(p.lower())) for p in phrases if 2 <= len(p.split()) <= 8]
+        self._sentence_keys = [_skeleton_sentence(p) for p in self.sentences]
         self._keys = list(vocabulary)
         self._skeletons = [_skeleton(k) for k in self._keys]
         self.margin = margin
@@ -107,6 +125,27 @@ class PhraseBias:
         if sounds and len(_skeleton(span)) >= 3 and (best is None or sounds[1] > best[1]):
             best = (self._keys[sounds[2]], sounds[1])
         return best
+
+    def sentence_candidates(self, hypothesis: str) -> list[Candidate]:
+        """Phrase-set sentences that look or sound like the whole hypothesis (numbers in them replaced by the
+        hypothesis's own), best first; none when the hypothesis is made of phrase-set words already."""
+        words = [w.lower() for w in _WORD.findall(hypothesis)]
+        if not self or not words or all(w in self.vocabulary or w in _COMMON for w in words):
+            return []
+        plain, sounds = " ".join(words), _skeleton_sentence(" ".join(words))
+        heard_numbers = _NUMBER.findall(hypothesis)[:2]
+        scored: dict[str, float] = {}
+        for sentence, key in zip(self.sentences, self._sentence_keys, strict=True):
+            variants = [sentence]
+            if heard_numbers and _NUMBER.search(sentence):
+                variants = [_NUMBER.sub(n, sentence, count=1) for n in heard_numbers]
+            for variant in variants:
+                similarity = max(fuzz.ratio(plain, variant), fuzz.ratio(sounds, key))
+                if similarity >= SENTENCE_SIMILARITY and variant != plain:
+                    scored[variant] = max(similarity, scored.get(variant, 0.0))
+        best = sorted(scored, key=lambda v: -scored[v])[:MAX_SENTENCES]
+        ending = "?" if hypothesis.rstrip().endswith("?") else "."
+        return [Candidate(v[:1].upper() + v[1:] + ending, 1, False) for v in best]
 
     def candidates(self, hypothesis: str, heard_as: dict[int, set[str]] | None = None) -> list[Candidate]:
         """Sentences with one near-miss span (1–2 words) replaced, best matches first, and all of them

@@ -161,7 +161,7 @@ class MoonshineModel:
         heard_as: dict[int, set[str]],
     ) -> str:
         best, best_gain = text, 0.0
-        for candidate in bias.candidates(text, heard_as):
+        for candidate in [*bias.candidates(text, heard_as), *bias.sentence_candidates(text)]:
             gain = self.score(cross, candidate.text) - greedy_score + candidate.allowance(bias.margin)
             if gain > best_gain:
                 best, best_gain = candidate.text, gain
