@@ -15,7 +15,7 @@ from aiohttp import web
 from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, messages
 from wren.agent.engines.base import empty_prompts
 from wren.agent.http import add_routes as add_chat_routes
-from wren.agent.timeparse import local_timezone
+from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
@@ -42,18 +42,11 @@ def check_audio_config(config: Config) -> None:
         raise ConfigError(f"server.protocol_version must be 1, 2 or 3 (got {config.server.protocol_version})")
 
 
-def check_timezone_config(config: Config) -> None:
-    try:
-        local_timezone(config.server.timezone)
-    except ValueError as exc:
-        raise ConfigError(f"server.timezone: {exc}") from None
-
-
 class WrenServer:
     def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
         check_auth_config(config.auth)
         check_audio_config(config)
-        check_timezone_config(config)
+        check_timezone_setting(config.server.timezone)
         self.config = config
         self.speech = speech
         self.agent = agent

@@ -24,7 +24,7 @@ from wren.agent.engines import make_engine
 from wren.agent.engines.base import Engine, render_empty_prompt
 from wren.agent.messages import InboundMessage, OutboundMessage
 from wren.agent.store import SessionStore
-from wren.agent.timeparse import local_timezone
+from wren.agent.timeparse import check_timezone_setting, local_timezone
 from wren.agent.timers import TimerService
 from wren.agent.turn import Turn
 from wren.tools.router import ToolRouter
@@ -71,12 +71,7 @@ class AgentLoop:
 
     @classmethod
     def from_config(cls, config: Config) -> AgentLoop:
-        from wren.config import ConfigError
-
-        try:
-            local_timezone(config.server.timezone)
-        except ValueError as exc:
-            raise ConfigError(f"server.timezone: {exc}") from None
+        check_timezone_setting(config.server.timezone)
         server_tools = None
         if config.mcp.config_file:
             from wren.tools.server_mcp import ServerMcpTools

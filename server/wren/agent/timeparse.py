@@ -18,15 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}
-_TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-    "ninety": 90,
-}
+from wren.agent.nlu.numbers import spoken_numbers_to_digits
+
 _UNIT_SECONDS = {"hour": 3600, "hr": 3600, "minute": 60, "min": 60, "second": 1, "sec": 1}
 _UNIT = r"(?P<unit>hours?|hrs?|minutes?|mins?|seconds?|secs?)\b"
 # One duration component: "5 minutes", "an hour", "2 and a half hours", "an hour and a half", "half an
@@ -69,6 +62,16 @@ _DAY_WORDS = re.compile(r"\b(?:tomorrow(?: (?:morning|afternoon|evening|night))?
                         r"afternoon|evening)|in the (?:morning|afternoon|evening)|at night)\b")
 
 
+def check_timezone_setting(name: str) -> None:
+    """`[server] timezone` checked at start-up: a ConfigError that names the option, not a traceback."""
+    from wren.config import ConfigError
+
+    try:
+        local_timezone(name)
+    except ValueError as exc:
+        raise ConfigError(f"server.timezone: {exc}") from None
+
+
 def local_timezone(name: str = "", offset_minutes: int = 0) -> tzinfo:
     """The server's local zone: an IANA name (via zoneinfo) wins over a fixed offset in minutes."""
     if name.strip():
@@ -84,52 +87,6 @@ def local_timezone(name: str = "", offset_minutes: int = 0) -> tzinfo:
 
 # ---- normalising -------------------------------------------------------------------------------------
 
-def _small_number(toks: list[str], j: int) -> tuple[int | None, int]:
-    """0..99 spelled as words at toks[j] ("twenty five", "seven"): (value, index after) or (None, j)."""
-    word = toks[j] if j < len(toks) else ""
-    if word in _TENS:
-        value = _TENS[word]
-        if j + 1 < len(toks) and 1 <= _UNITS.get(toks[j + 1], 0) <= 9:
-            return value + _UNITS[toks[j + 1]], j + 2
-        return value, j + 1
-    if word in _UNITS:
-        return _UNITS[word], j + 1
-    return None, j
-
-
-def _read_number(toks: list[str], i: int) -> tuple[int | None, int]:
-    if toks[i] == "a" and i + 1 < len(toks) and toks[i + 1] == "hundred":
-        value, j = 1, i + 1  # "a hundred and twenty"
-    else:
-        value, j = _small_number(toks, i)
-    if value is None:
-        return None, i
-    if j < len(toks) and toks[j] == "hundred":
-        value *= 100
-        j += 1
-        k = j + 1 if j < len(toks) and toks[j] == "and" else j
-        rest, after = _small_number(toks, k)
-        if rest is not None:
-            value, j = value + rest, after
-    return value, j
-
-
-def words_to_digits(text: str) -> str:
-    """Spelled numbers become digits; "six thirty" stays two numbers (6 30), "thirty six" is 36."""
-    toks = text.split()
-    out: list[str] = []
-    i = 0
-    while i < len(toks):
-        value, j = _read_number(toks, i)
-        if value is None:
-            out.append(toks[i])
-            i += 1
-        else:
-            out.append(str(value))
-            i = j
-    return " ".join(out)
-
-
 def normalise(text: str) -> str:
     """Lower case, `am`/`pm`, `oclock`, no punctuation (the colon of 6:30 kept), numbers as digits."""
     text = text.lower().replace("’", "'")
@@ -142,7 +99,7 @@ def normalise(text: str) -> str:
     text = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", text)
     text = re.sub(r"[^\w:.' ]+", " ", text)
     text = re.sub(r"\b(?:a\s+)?couple\s+(?:of\s+)?", "two ", text)
-    return words_to_digits(" ".join(text.split()))
+    return " ".join(spoken_numbers_to_digits(text.split()))
 
 
 # ---- durations ---------------------------------------------------------------------------------------
