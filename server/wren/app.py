@@ -42,6 +42,11 @@ def check_audio_config(config: Config) -> None:
         raise ConfigError(f"server.protocol_version must be 1, 2 or 3 (got {config.server.protocol_version})")
 
 
+def _log_warm_failure(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled() and done.exception() is not None:  # a fixed phrase TTS cannot say: no cache
+        log.warning("tts: caching the fixed phrases failed: %s", done.exception())
+
+
 class WrenServer:
     def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
         check_auth_config(config.auth)
@@ -57,7 +62,6 @@ class WrenServer:
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
-        self._warming: asyncio.Future[Any] | None = None
 
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Load what is missing, bind, and return the port actually bound (port 0 = ephemeral)."""
@@ -107,7 +111,8 @@ class WrenServer:
             return
         fixed = getattr(self.agent.engine, "fixed_phrases", None)
         phrases = [*empty_prompts(), *(fixed() if callable(fixed) else [])]
-        self._warming = loop.run_in_executor(None, warm, phrases)
+        warming = loop.run_in_executor(None, warm, phrases)
+        warming.add_done_callback(_log_warm_failure)
 
     @property
     def sessions(self) -> set[Any]:

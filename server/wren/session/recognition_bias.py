@@ -2,7 +2,8 @@
 
 The phrase set changes when the device's tool list arrives or changes, and when the person teaches a name
 (the built-in engine's state, read from the store after each turn). `current()` is called in the listen
-executor at each speech onset and must be cheap: it recomputes only when the tool list object changed.
+executor at each speech onset and must be cheap: it recomputes only when the tool names or the taught name
+changed.
 """
 
 from __future__ import annotations

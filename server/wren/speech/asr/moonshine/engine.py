@@ -128,7 +128,6 @@ class MoonshineStream:
         self._bias: PhraseBias | None = None
         self._draft: list[int] = []  # tokens of the newest finished guess of this window
         self._generation = 0  # counts windows, so a late guess of an old window is not taken as a draft
-        self.samples = 0
 
     # ---- AsrStream ---------------------------------------------------------------------------
 
@@ -140,7 +139,6 @@ class MoonshineStream:
         else:
             self._odd_byte = b""
         self._pcm += data
-        self.samples += len(data) // 2
         window = len(self._pcm) // 2
         if window >= MAX_WINDOW_S * SAMPLE_RATE:
             self._cut_window()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +86,6 @@ class MoonshineModel:
         self._present = [o.name for o in self._step.get_outputs()][1:]
         self._past_inputs = [i.name for i in self._step.get_inputs() if i.name.startswith("past_key_values")]
         self._cross_outputs = [o.name for o in self._cross.get_outputs()]
-        self.decoded_seconds = 0.0  # audio seconds transcribed (speculative runs included)
-        self._stats_lock = threading.Lock()
 
     def transcribe(
         self, audio: np.ndarray, bias: PhraseBias | None = None, draft: list[int] | None = None
@@ -103,8 +100,6 @@ class MoonshineModel:
             return Transcript("", [])
         if seconds < MIN_AUDIO_S:
             audio = np.concatenate([audio, np.zeros(int(MIN_AUDIO_S * SAMPLE_RATE) - len(audio), np.float32)])
-        with self._stats_lock:
-            self.decoded_seconds += seconds
         hidden = self._encoder.run(None, {"input_values": audio[None, :].astype(np.float32, copy=False)})[0]
         cross = dict(zip(self._cross_outputs, self._cross.run(None, {"encoder_hidden_states": hidden}),
                          strict=True))
