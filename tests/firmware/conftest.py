@@ -66,6 +66,13 @@ class MpyProcess:
         await self._reader
         return self.proc.returncode
 
+    async def wait_for_count(self, pattern: str, count: int, timeout: float = 20.0) -> None:
+        """Wait until `count` output lines match `pattern` (the firmware logs after it sends)."""
+        start = 0
+        for _ in range(count):
+            await self.wait_for(pattern, timeout, start)
+            start = next(i for i in range(start, len(self.lines)) if re.search(pattern, self.lines[i])) + 1
+
     async def until(self, event: asyncio.Event, timeout: float = 30.0) -> None:
         """Wait for a test-side event; on timeout fail with the firmware's output."""
         try:

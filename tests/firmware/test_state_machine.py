@@ -245,6 +245,7 @@ async def test_silent_channel_counts_as_closed_and_the_next_press_reconnects_wit
         device(device_dir, port, "press@0.3,press@4.5", channel_timeout_s=2) as mp,
     ):
         await mp.until(second)
+        await mp.wait_for_count("state: connecting -> listening", 2)  # logged after the send
     assert "no data for 2 s: treated as closed" in mp.output()
     assert len(hellos) == 2  # not reused: a new connection and hello
     assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> idle",
@@ -264,6 +265,7 @@ async def test_button_while_listening_in_auto_mode_closes_the_channel(device_dir
     async with serving(handler) as port, device(device_dir, port, "press@0.3,press@1.5") as mp:
         await mp.until(closed)
         await mp.wait_for("lost \\(closed by the device\\): going idle")
+        await mp.wait_for("state: listening -> idle")  # logged just after the line above
     assert transitions(mp) == ["idle -> connecting", "connecting -> listening", "listening -> idle"]
 
 
