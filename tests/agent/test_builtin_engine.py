@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from wren.agent.events import Emotion, TextChunk
+from wren.agent.loop import AgentLoop
 from wren.agent.messages import InboundMessage
 from wren.tools.spec import ToolError
 
+from tests.agent.conftest import make_config
 from tests.agent.fakes import DEVICE_STATUS, XIAOZHI_TOOLS, RecordingTools
 from tests.tools.device_responder import builtin_tools
 
@@ -29,11 +31,10 @@ async def test_tells_the_date(agent):
     assert await say(agent, "what's the date today") == "Today is Wednesday, March 4, 2026."
 
 
-async def test_time_uses_the_configured_timezone_offset(agent_factory):
-    agent = await agent_factory()
-    agent._tz = timezone(timedelta(hours=5))
-    now = agent.now()
-    assert now.utcoffset() == timedelta(hours=5)
+async def test_time_uses_the_configured_timezone_offset(tmp_path):
+    config = make_config(tmp_path / "data")
+    config.server.timezone_offset_minutes = 300
+    assert AgentLoop.from_config(config).now().utcoffset() == timedelta(hours=5)
 
 
 async def test_says_honestly_when_it_does_not_understand(agent):

@@ -134,7 +134,7 @@ async def test_a_follow_up_during_a_tool_round_joins_the_next_request(openai_age
     await asyncio.wait_for(tools.entered.wait(), 10)
     await openai_agent.bus.publish_inbound(InboundMessage("chat", "u", "room", "my name is Ada"))
     for _ in range(100):  # wait until the bus consumer has queued it into the active turn
-        if openai_agent._pending["chat:room"].qsize() == 1:
+        if openai_agent.sessions.queued("chat:room") == 1:
             break
         await asyncio.sleep(0.02)
     tools.release.set()

@@ -18,13 +18,15 @@ from typing import Any
 import aiohttp
 import pytest
 from ovos_bus_client.message import Message
-from wren.agent.engines.ovos import APOLOGY_DOWN, APOLOGY_SILENT
+from wren.agent.engines.ovos import APOLOGY_DOWN, APOLOGY_SILENT, LISTENER_QUEUE_SIZE
+from wren.agent.event_stream import EVENT_QUEUE_SIZE
 from wren.agent.events import TextChunk
 from wren.agent.messages import InboundMessage
 
 from tests.support.processes import free_port, stop, wait_for_port
 
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+FLOOD = EVENT_QUEUE_SIZE + LISTENER_QUEUE_SIZE + 100  # more than a turn that is not read can buffer
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +58,7 @@ class Responder:
         self.url = url
         self.utterances: list[dict[str, Any]] = []
         self.release = asyncio.Event()
+        self.flooded = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -124,6 +127,10 @@ class Responder:
             await self._speak(request, "Before.")
             await self.release.wait()
             await self._speak(request, "After.")
+        elif text == "flood":
+            for n in range(1, FLOOD + 1):
+                await self._speak(request, f"Flood {n}.")
+            self.flooded.set()
         elif text == "lost":
             await self._emit(Message("speak", {"utterance": "Nobody hears this."}, {}))
         else:
@@ -227,3 +234,20 @@ async def test_bus_down_gives_a_spoken_apology(agent_factory):
     down = f"ws://127.0.0.1:{free_port()}/core"
     agent = await agent_factory(engine="ovos", ovos_url=down, ovos_timeout_s=1.0)
     assert await asyncio.wait_for(chunks(agent, "hello"), 10) == [APOLOGY_DOWN]
+
+
+async def test_a_flood_for_a_turn_that_is_not_read_stays_bounded_and_the_turn_still_ends(
+    agent_factory, bus_url, responder
+):
+    agent = await agent_factory(engine="ovos", ovos_url=bus_url, ovos_timeout_s=1.0, ovos_max_turn_s=20.0)
+    turn = agent.begin_turn(InboundMessage("xiaozhi", "dev-1", "dev-1", "flood"))
+    await asyncio.wait_for(responder.flooded.wait(), 10)
+    # The bus keeps one sender's order: once this reply is in, the whole flood reached Wren's reader.
+    assert await asyncio.wait_for(chunks(agent, "hello", "dev-2"), 10) == ["You said hello."]
+    reply = await asyncio.wait_for(_texts(turn), 10)  # "handled" was dropped: the idle timeout ends it
+    assert reply == [("" if n == 1 else " ") + f"Flood {n}." for n in range(1, len(reply) + 1)]
+    assert EVENT_QUEUE_SIZE <= len(reply) <= EVENT_QUEUE_SIZE + LISTENER_QUEUE_SIZE + 1 < FLOOD
+
+
+async def _texts(turn) -> list[str]:
+    return [e.text async for e in turn if isinstance(e, TextChunk)]

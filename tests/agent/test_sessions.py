@@ -167,7 +167,7 @@ async def test_bus_follow_ups_mid_turn_are_answered_at_a_safe_boundary(agent):
     await agent.bus.publish_inbound(InboundMessage("chat", "u", "room", "my name is Ada"))
     await agent.bus.publish_inbound(InboundMessage("chat", "u", "room", "what is my name"))
     for _ in range(100):  # wait until the bus consumer has queued both into the active turn
-        if agent._pending["chat:room"].qsize() == 2:
+        if agent.sessions.queued("chat:room") == 2:
             break
         await asyncio.sleep(0.02)
     tools.release.set()

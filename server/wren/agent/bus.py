@@ -11,9 +11,12 @@ import asyncio
 
 from wren.agent.messages import InboundMessage, OutboundMessage
 
+BUS_QUEUE_SIZE = 256  # messages per direction; full -> the publisher waits (back-pressure, nothing dropped)
+
 
 class MessageBus:
-    def __init__(self, maxsize: int = 256) -> None:
+    def __init__(self, maxsize: int = BUS_QUEUE_SIZE) -> None:
+        # Both bounded (BUS_QUEUE_SIZE by default); full -> publish_*() waits for the consumer.
         self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize)
         self.outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue(maxsize)
 

@@ -1,20 +1,19 @@
-"""The agent loop: per-session serial, cross-session concurrent.
+"""The agent loop: the dispatcher. Per-session serial, cross-session concurrent.
 
-- One `asyncio.Lock` per session key (in a WeakValueDictionary, so idle keys cost nothing): one turn at a
-  time per session; every entry point (voice `begin_turn`, the bus, `process_direct`) takes it.
-- A global gate (`asyncio.Semaphore`, `[agent] max_concurrent_turns`) bounds engine work across sessions.
-  The lock is taken before the gate.
-- Bus turns register a bounded pending queue right after taking the lock (before waiting on the gate), so
-  follow-ups that arrive mid-turn are queued, answered at a safe boundary, and any leftovers are
-  re-published as fresh turns; a full queue makes the message its own turn. Nothing is dropped.
+Entry points: voice `begin_turn`, the bus (`run`), `process_direct`. Each starts a `Turn` with its
+dependencies (`TurnDeps`); the rules for running them live in `wren.agent.sessions.SessionTurns`:
+
+- one turn at a time per session key (a lock per key; every entry point takes it);
+- a global gate (`[agent] max_concurrent_turns`) bounds engine work across sessions; lock before gate;
+- a bus message for a key whose bus turn is active is offered to that turn as a follow-up (answered at a
+  safe boundary, leftovers re-published as fresh turns); if it is refused (no active bus turn, or its
+  queue is full) it becomes its own turn here. Nothing is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import weakref
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,19 +22,16 @@ from wren.agent.bus import MessageBus
 from wren.agent.engines import make_engine
 from wren.agent.engines.base import Engine, render_empty_prompt
 from wren.agent.messages import InboundMessage, OutboundMessage
+from wren.agent.sessions import SessionTurns
 from wren.agent.store import SessionStore
 from wren.agent.timeparse import check_timezone_setting, local_timezone
 from wren.agent.timers import TimerService
-from wren.agent.turn import Turn
+from wren.agent.turn import Turn, TurnDeps
 from wren.tools.router import ToolRouter
 from wren.tools.spec import ToolSource
 
 if TYPE_CHECKING:
     from wren.config import Config
-
-log = logging.getLogger(__name__)
-
-PENDING_QUEUE_SIZE = 20
 
 
 class AgentLoop:
@@ -56,11 +52,10 @@ class AgentLoop:
         self.server_tools = server_tools  # a ToolSource with start()/close() (ServerMcpTools), or None
         self.tool_timeout_s = tool_timeout_s
         self.bus = bus or MessageBus()
-        self.gate = asyncio.Semaphore(max_concurrent_turns if max_concurrent_turns > 0 else 1_000_000)
+        # Who runs a turn for which key, and how many run at once; leftovers go back onto the bus.
+        self.sessions = SessionTurns(max_concurrent_turns, republish=self.bus.publish_inbound)
         # The IANA zone ([server] timezone) wins over the fixed offset; ValueError names a bad zone.
         self._tz: tzinfo = local_timezone(timezone_name, timezone_offset_minutes)
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._pending: dict[str, asyncio.Queue[InboundMessage]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: asyncio.Task[None] | None = None
         # Timers, alarms and reminders of every session, on the agent's clock (tests may replace `now`).
@@ -113,43 +108,36 @@ class AgentLoop:
             await self.server_tools.close()
         await self.store.close()
 
-    # helpers used by Turn ------------------------------------------------------------------------
+    # what turns are given ----------------------------------------------------------------------
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep a reference to a background task so close() can cancel it."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def now(self) -> datetime:
+        """Local wall-clock time in the configured zone (tests may replace it on the instance)."""
         return datetime.now(self._tz)
 
-    def session_lock(self, key: str) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
-
-    def register_pending(self, key: str) -> asyncio.Queue[InboundMessage]:
-        queue: asyncio.Queue[InboundMessage] = asyncio.Queue(PENDING_QUEUE_SIZE)
-        self._pending[key] = queue
-        return queue
-
-    def unregister_pending(self, key: str, queue: asyncio.Queue[InboundMessage]) -> list[InboundMessage]:
-        """Remove the session's pending queue (if still this one) and return what was left in it."""
-        if self._pending.get(key) is queue:
-            del self._pending[key]
-        leftovers = []
-        while not queue.empty():
-            leftovers.append(queue.get_nowait())
-        return leftovers
-
     def tool_router(self, device_tools: ToolSource | None = None) -> ToolRouter:
+        """Server tools as they are now (tests may swap them after start) plus this turn's device tools."""
         return ToolRouter(server=self.server_tools, device=device_tools, timeout=self.tool_timeout_s)
+
+    def turn_deps(self) -> TurnDeps:
+        """A turn's dependencies, read at its start (the engine, store and clock may be replaced)."""
+        return TurnDeps(sessions=self.sessions, store=self.store, engine=self.engine,
+                        now=lambda: self.now(), track=self.track)
+
+    def _start_turn(
+        self, msg: InboundMessage, device_tools: ToolSource | None = None, *, accept_follow_ups: bool = False
+    ) -> Turn:
+        """The one place turns are made; `accept_follow_ups` only for bus turns (they answer follow-ups)."""
+        tools = self.tool_router(device_tools)
+        return Turn(self.turn_deps(), msg, tools, accept_follow_ups=accept_follow_ups)
 
     # entry points ------------------------------------------------------------------------------
     def begin_turn(self, msg: InboundMessage, device_tools: ToolSource | None = None) -> Turn:
         """Start a turn (voice): iterate it for TextChunk/Emotion events; `interrupt(spoken)` on barge-in."""
-        return Turn(self, msg, self.tool_router(device_tools))
+        return self._start_turn(msg, device_tools)
 
     def render_prompt(self, session_key: str, kind: str, count: int) -> str:
         render = getattr(self.engine, "render_prompt", None)
@@ -169,25 +157,19 @@ class AgentLoop:
         """A text turn through the same core (same lock and history), returning the reply."""
         msg = InboundMessage(channel=channel, sender_id=sender_id, chat_id=chat_id, content=content,
                              session_key_override=session_key)
-        turn = Turn(self, msg, self.tool_router(device_tools))
-        text = await turn.text()
+        text = await self._start_turn(msg, device_tools).text()
         return OutboundMessage(channel=channel, chat_id=chat_id, content=text)
 
     async def run(self) -> None:
-        """Consume the bus: queue follow-ups into an active session's turn, start a task otherwise."""
+        """Consume the bus: a follow-up the key's active turn accepts goes there; anything else is a turn."""
         while True:
             msg = await self.bus.consume_inbound()
-            queue = self._pending.get(msg.session_key)
-            if queue is not None:
-                try:
-                    queue.put_nowait(msg)
-                    continue
-                except asyncio.QueueFull:
-                    log.info("pending queue full for %s; message becomes its own turn", msg.session_key)
+            if self.sessions.offer(msg):
+                continue
             self.track(asyncio.get_running_loop().create_task(self._dispatch(msg)))
 
     async def _dispatch(self, msg: InboundMessage) -> None:
-        turn = Turn(self, msg, self.tool_router(), accept_pending=True)
+        turn = self._start_turn(msg, accept_follow_ups=True)
         async for _ in turn:
             pass
         for reply in turn.replies:  # every finished answer is delivered, none silently dropped

@@ -1,53 +1,67 @@
-"""One conversation turn: runs the engine under the session lock and the global gate, streams its
-events to the consumer, and records the outcome in history.
+"""One conversation turn: runs the engine while holding its session key (and, per answer, a global engine
+slot), streams its events to the consumer, and records the outcome in history.
 
-The engine runs in its own task and pushes events into a queue, so `interrupt()` can come from any
-task (a voice session's barge-in handler) and cancels only the engine. Recording waits for the
-consumer's verdict: reaching the end of the iteration records the whole reply; `interrupt(spoken)`
-records only what was actually spoken, marked `interrupted`. The session lock is held until the
-record is committed, so the next turn on the same key always sees this one.
+The engine runs in its own task and pushes events into a bounded `EventStream` (back-pressure: the pump
+waits while the consumer, the speaking pipeline, is behind), so `interrupt()` can come from any task (a
+voice session's barge-in handler) and cancels only the engine, also while it waits for room. Recording
+waits for the consumer's verdict: reaching the end of the iteration records the whole reply;
+`interrupt(spoken)` records only what was actually spoken, marked `interrupted`. The key is held until
+the record is committed, so the next turn on the same key always sees this one.
+
+A turn gets what it needs passed in (`TurnDeps`); who may run a turn for a key, the follow-up queue and
+the gate belong to `wren.agent.sessions`, and the loop only decides which turns to start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from wren.agent.engines.base import TurnContext
+from wren.agent.engines.base import Engine, TurnContext
+from wren.agent.event_stream import EventStream
 from wren.agent.events import TextChunk, TurnEvent
 from wren.agent.messages import InboundMessage
-from wren.agent.store import HistoryRow
+from wren.agent.sessions import Occupancy, SessionTurns
+from wren.agent.store import HistoryRow, SessionStore
 from wren.tools.router import ToolRouter
-
-if TYPE_CHECKING:
-    from wren.agent.loop import AgentLoop
 
 log = logging.getLogger(__name__)
 
-_END = object()
 APOLOGY = "Sorry, something went wrong on my side. Please try again."
 MAX_INJECTIONS_PER_DRAIN = 3  # follow-ups merged into one user message at a safe boundary
 MAX_INJECTION_CYCLES = 5  # extra answer cycles per turn; the rest are re-published as new turns
 
 
+@dataclass(frozen=True)
+class TurnDeps:
+    """What a turn needs from the agent, handed in so that the turn knows nothing of the loop."""
+
+    sessions: SessionTurns  # the key's lock, the global gate, the follow-up queue
+    store: SessionStore  # history in, the turn's record out
+    engine: Engine
+    now: Callable[[], datetime]  # the agent's local clock, read whenever the engine asks
+    track: Callable[[asyncio.Task[Any]], None]  # keeps the turn's task so the agent's close() can end it
+
+
 class Turn:
     def __init__(
         self,
-        agent: AgentLoop,
+        deps: TurnDeps,
         msg: InboundMessage,
         tools: ToolRouter,
-        accept_pending: bool = False,
+        accept_follow_ups: bool = False,
     ) -> None:
-        self.agent = agent
+        self.deps = deps
         self.message = msg
         self.session_key = msg.session_key
         self.tools = tools
         self.replies: list[str] = []  # each finished answer (several if follow-ups were injected)
-        self._accept_pending = accept_pending
-        self._pending: asyncio.Queue[InboundMessage] | None = None
-        self._events: asyncio.Queue[Any] = asyncio.Queue()
+        self._accept_follow_ups = accept_follow_ups
+        self._events: EventStream[TurnEvent] = EventStream()
         self._verdict = asyncio.Event()  # consumer reached the end, or interrupt/aclose
         self._interrupted = False
         self._spoken = ""
@@ -56,7 +70,7 @@ class Turn:
         self._consumed: list[str] = []
         self._last_reply_row: int | None = None  # id of the recorded final answer (for late amends)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"turn:{self.session_key}")
-        agent.track(self._task)
+        deps.track(self._task)
 
     # consumer side -----------------------------------------------------------------------------
     def __aiter__(self) -> AsyncIterator[TurnEvent]:
@@ -66,7 +80,7 @@ class Turn:
         if self._stopped:
             raise StopAsyncIteration
         item = await self._events.get()
-        if item is _END or self._stopped:
+        if item is None or self._stopped:
             self._stopped = True
             self._verdict.set()
             await self._wait_recorded()
@@ -85,7 +99,7 @@ class Turn:
             await self._wait_recorded()
             if self._last_reply_row is not None:
                 self._interrupted = True
-                await self.agent.store.amend_reply(self._last_reply_row, spoken_text)
+                await self.deps.store.amend_reply(self._last_reply_row, spoken_text)
                 if self.replies:
                     self.replies[-1] = spoken_text
             return
@@ -94,9 +108,9 @@ class Turn:
             self._spoken = spoken_text
             self._stopped = True
             if self._engine_task is not None and not self._engine_task.done():
-                self._engine_task.cancel()
+                self._engine_task.cancel()  # also ends a pump waiting for room in the event stream
             self._verdict.set()
-            self._events.put_nowait(_END)  # wake a consumer blocked in __anext__
+            self._events.close()  # wake a consumer blocked in __anext__
         await self._wait_recorded()
 
     async def aclose(self) -> None:
@@ -129,37 +143,23 @@ class Turn:
             log.exception("turn %s failed", self.session_key)
 
     # producer side -----------------------------------------------------------------------------
-    def _take_pending(self, injected: list[str]) -> list[InboundMessage]:
-        """Safe-boundary hook for engines: up to 3 queued follow-ups, recorded as user rows."""
-        if self._pending is None:
-            return []
-        taken: list[InboundMessage] = []
-        while len(taken) < MAX_INJECTIONS_PER_DRAIN:
+    async def _run(self) -> None:
+        sessions = self.deps.sessions
+        async with sessions.occupy(self.session_key, accept_follow_ups=self._accept_follow_ups) as held:
             try:
-                taken.append(self._pending.get_nowait())
-            except asyncio.QueueEmpty:
-                break
+                await self._converse(held)
+            finally:
+                self._events.close()
+
+    def _take_follow_ups(self, held: Occupancy, injected: list[str]) -> list[InboundMessage]:
+        """Safe-boundary hook for engines: up to 3 queued follow-ups, recorded as user rows."""
+        taken = held.take_follow_ups(MAX_INJECTIONS_PER_DRAIN)
         injected.extend(m.content for m in taken)
         return taken
 
-    async def _run(self) -> None:
-        agent = self.agent
-        key = self.session_key
-        leftovers: list[InboundMessage] = []
-        async with agent.session_lock(key):
-            if self._accept_pending:
-                self._pending = agent.register_pending(key)
-            try:
-                await self._converse(agent)
-            finally:
-                if self._pending is not None:
-                    leftovers = agent.unregister_pending(key, self._pending)
-                self._events.put_nowait(_END)
-        for msg in leftovers:  # never dropped: each becomes a fresh turn
-            await agent.bus.publish_inbound(msg)
-
-    async def _converse(self, agent: AgentLoop) -> None:
-        history, state = await agent.store.load(self.session_key, agent.engine.name)
+    async def _converse(self, held: Occupancy) -> None:
+        deps = self.deps
+        history, state = await deps.store.load(self.session_key, deps.engine.name)
         history_dicts = [{"role": r.role, "content": r.content} for r in history]
         segments: list[tuple[list[str], str, dict[str, Any]]] = []
         user_rows = [self.message.content]
@@ -173,17 +173,17 @@ class Turn:
                 history=list(history_dicts),
                 state=state,
                 tools=self.tools,
-                now=agent.now,
-                take_pending=lambda rows=user_rows: self._take_pending(rows),
+                now=deps.now,
+                take_pending=lambda rows=user_rows: self._take_follow_ups(held, rows),
             )
-            reply = await self._generate(ctx)
+            reply = await self._generate(held, ctx)
             if reply is None:  # interrupted while generating
                 break
             segments.append((user_rows, reply, {}))
             self.replies.append(reply)
-            if self._pending is None or cycles >= MAX_INJECTION_CYCLES:
+            if not held.accepts_follow_ups or cycles >= MAX_INJECTION_CYCLES:
                 break
-            follow_ups = self._take_pending([])
+            follow_ups = self._take_follow_ups(held, [])
             if not follow_ups:
                 break
             # Safe boundary after a final answer: answer the follow-ups in the same turn.
@@ -192,7 +192,7 @@ class Turn:
             history_dicts.append({"role": "assistant", "content": reply})
             user_rows = [m.content for m in follow_ups]
             text = "\n\n".join(user_rows)
-        self._events.put_nowait(_END)
+        self._events.close()
         await self._verdict.wait()
         if self._interrupted:
             if segments and segments[-1][0] is user_rows:
@@ -204,12 +204,12 @@ class Turn:
             rows += [HistoryRow("user", u) for u in users]
             if reply or not meta.get("interrupted"):
                 rows.append(HistoryRow("assistant", reply, meta))
-        ids = await agent.store.commit_turn(self.session_key, agent.engine.name, rows, state)
+        ids = await deps.store.commit_turn(self.session_key, deps.engine.name, rows, state)
         if rows and rows[-1].role == "assistant" and not self._interrupted:
             self._last_reply_row = ids[-1]
 
-    async def _generate(self, ctx: TurnContext) -> str | None:
-        async with self.agent.gate:
+    async def _generate(self, held: Occupancy, ctx: TurnContext) -> str | None:
+        async with held.engine_slot():  # the key is already held: lock before gate
             if self._interrupted:
                 return None
             self._engine_task = asyncio.get_running_loop().create_task(self._pump(ctx))
@@ -223,17 +223,18 @@ class Turn:
 
     async def _pump(self, ctx: TurnContext) -> str:
         parts: list[str] = []
+        engine = self.deps.engine
         try:
-            async for event in self.agent.engine.respond(ctx):
+            async for event in engine.respond(ctx):
                 if isinstance(event, TextChunk):
                     if not event.text:
                         continue
                     parts.append(event.text)
-                self._events.put_nowait(event)
+                await self._events.put(event)  # waits while the consumer is behind (back-pressure)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("engine %s failed in session %s", self.agent.engine.name, self.session_key)
+            log.exception("engine %s failed in session %s", engine.name, self.session_key)
             parts.append(APOLOGY)
-            self._events.put_nowait(TextChunk(APOLOGY))
+            await self._events.put(TextChunk(APOLOGY))
         return "".join(parts)

@@ -35,6 +35,10 @@ HANDLED = "ovos.utterance.handled"
 SOURCE = "wren"
 APOLOGY_DOWN = "Sorry, I can't reach OpenVoiceOS right now."
 APOLOGY_SILENT = "Sorry, OpenVoiceOS did not answer."
+# Bus messages buffered per active turn; full -> the rest of that turn's messages are dropped (one
+# warning), because the one reader serves every session and must never wait for a turn that is behind;
+# the turn says what it has (a clean prefix, no gaps) and its idle timeout or deadline ends it.
+LISTENER_QUEUE_SIZE = 256
 
 
 class OvosEngine:
@@ -52,6 +56,7 @@ class OvosEngine:
         self._reader: asyncio.Task[None] | None = None
         self._connect_lock = asyncio.Lock()
         self._listeners: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self._overflowed: set[str] = set()  # sessions whose turn overflowed: their messages are dropped
 
     @classmethod
     def from_config(cls, agent: AgentConfig) -> OvosEngine:
@@ -102,8 +107,13 @@ class OvosEngine:
             except (ValueError, AttributeError):
                 continue
             queue = self._listeners.get(session_id) if isinstance(session_id, str) else None
-            if queue is not None:
-                queue.put_nowait(message)
+            if queue is not None and session_id not in self._overflowed:
+                try:
+                    queue.put_nowait(message)
+                except asyncio.QueueFull:
+                    self._overflowed.add(session_id)
+                    log.warning("OVOS turn %s is %d messages behind; dropping the rest of its messages",
+                                session_id, LISTENER_QUEUE_SIZE)
         log.info("OVOS messagebus connection closed")
 
     @staticmethod
@@ -118,7 +128,8 @@ class OvosEngine:
         session = self._session_for(ctx)
         session_id = session["session_id"]
         ctx.state["ovos_session"] = session
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # Bounded (LISTENER_QUEUE_SIZE); full -> the reader drops the rest of this turn's messages.
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(LISTENER_QUEUE_SIZE)
         self._listeners[session_id] = queue  # registered before emitting: no reply can be missed
         spoke = False
         try:
@@ -164,3 +175,4 @@ class OvosEngine:
         finally:
             if self._listeners.get(session_id) is queue:
                 del self._listeners[session_id]
+                self._overflowed.discard(session_id)
