@@ -93,7 +93,7 @@ class AsrConfig:
     # per extra decoder. Each idle pocketsphinx decoder holds ≈90 MB.
     max_idle_per_worker: int = 4
     # Worker processes that run the recognisers off the server's GIL (default min(2, CPU count));
-    # 0 = in the server process. See wren.speech.asr.process_engine.
+    # 0 = in the server process. See wren.speech.asr.workers.
     # (pocketsphinx and vosk only: moonshine runs one shared model in the server process, since ONNX Runtime
     # releases the GIL while it decodes.)
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))

@@ -6,7 +6,7 @@ import pytest
 from wren.config import Config
 from wren.speech import SpeechStack
 from wren.speech.asr import AsrError
-from wren.speech.asr.process_engine import ProcessAsrEngine
+from wren.speech.asr.workers import ProcessAsrEngine
 from wren.speech.vad import WebrtcVadModel
 
 

@@ -221,7 +221,7 @@ class FrameChunker:
 
     def __init__(self, frame_bytes: int) -> None:
         self.frame_bytes = frame_bytes
-        self._buffer = bytearray()
+        self._buffer = bytearray()  # less than one frame between calls: feed() takes every whole frame
 
     def feed(self, pcm: bytes) -> list[bytes]:
         self._buffer += pcm

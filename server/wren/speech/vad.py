@@ -74,7 +74,7 @@ class _WindowBuffer:
 
     def __init__(self, window_bytes: int) -> None:
         self.window_bytes = window_bytes
-        self._buffer = bytearray()
+        self._buffer = bytearray()  # less than one window between calls: windows() takes every whole one
 
     def windows(self, pcm: bytes) -> list[bytes]:
         self._buffer += pcm
@@ -197,6 +197,7 @@ class SileroVadStream:
         self._buffer.clear()
         self._state = self._model.initial_state()
         self._context = np.zeros(SileroVadModel.context_samples, dtype=np.float32)
+        # Bound GATE_LOOKBACK_WINDOWS, policy: drop oldest (only the most recent lead-in primes the state).
         self._gated: deque[np.ndarray] = deque(maxlen=GATE_LOOKBACK_WINDOWS)
         self._gate_open_for = 0
 

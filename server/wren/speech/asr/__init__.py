@@ -18,39 +18,10 @@ Thread-safety: the engine (its pool) is thread-safe; one AsrStream must be used 
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from typing import Protocol
-
 from wren.config import AsrConfig
+from wren.speech.asr.base import AsrEngine, AsrStream
 from wren.speech.asr.errors import AsrError
-
-log = logging.getLogger(__name__)
-
-
-class AsrStream(Protocol):
-    def accept(self, pcm: bytes) -> None: ...
-
-    def partial(self) -> str: ...
-
-    # Optional (engines that decode whole utterances, e.g. moonshine): the session's VAD heard a pause /
-    # speech again. Callers check with getattr; streaming engines do not need them.
-    # def pause(self) -> None: ...
-    # def resume(self) -> None: ...
-
-    def finish(self) -> str: ...
-
-    def close(self) -> None: ...
-
-
-class AsrEngine(Protocol):
-    name: str
-    sample_rate: int
-
-    def open_stream(self, speaker: str | None = None) -> AsrStream: ...
-
-
-ENGINES = ("moonshine", "pocketsphinx", "vosk")
+from wren.speech.asr.local import ENGINES, engine_name, load_in_process, try_moonshine, without_moonshine
 
 
 def close_asr(engine: object) -> None:
@@ -63,40 +34,17 @@ def close_asr(engine: object) -> None:
 def load_asr(config: AsrConfig) -> AsrEngine:
     """The configured engine. moonshine: one shared model in this process (`wren.speech.asr.moonshine`);
     pocketsphinx/vosk: with `config.workers > 0` in that many worker processes
-    (`wren.speech.asr.process_engine`), with 0 in this process."""
-    engine = config.engine.lower()
-    if engine not in ENGINES:
-        raise AsrError(f"unknown ASR engine {config.engine!r} ({', '.join(ENGINES)})")
-    if engine == "moonshine":
-        from wren.speech.asr.moonshine import MoonshineNotInstalled, load_moonshine
-
-        try:
-            return load_moonshine(config)
-        except MoonshineNotInstalled as exc:
-            # The default engine on a box where pip could not install its x86_64-only wheel (an ARM
-            # Raspberry Pi): keep working with the bundled pocketsphinx, and say how to get Moonshine.
-            log.warning("asr: %s; falling back to pocketsphinx", exc)
-            config = dataclasses.replace(config, engine="pocketsphinx", model_path="")
-            return load_asr(config)
+    (`wren.speech.asr.workers`), with 0 in this process (`wren.speech.asr.local`)."""
+    if engine_name(config) == "moonshine":
+        loaded = try_moonshine(config)
+        if loaded is not None:
+            return loaded
+        config = without_moonshine(config)  # and then in worker processes, if configured
     if config.workers > 0:
-        from wren.speech.asr.process_engine import ProcessAsrEngine
+        from wren.speech.asr.workers import ProcessAsrEngine
 
         return ProcessAsrEngine(config, workers=config.workers)
-    if engine == "pocketsphinx":
-        from wren.speech.asr.pocketsphinx_engine import PocketsphinxEngine
-
-        return PocketsphinxEngine(
-            model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
-        )
-    if engine == "vosk":
-        from wren.speech.asr.vosk_engine import VoskEngine
-
-        if not config.model_path:
-            raise AsrError("asr.engine = vosk needs asr.model_path (a vosk model folder)")
-        return VoskEngine(
-            model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
-        )
-    raise AsrError(f"unknown ASR engine {config.engine!r} ({', '.join(ENGINES)})")
+    return load_in_process(config)
 
 
-__all__ = ["AsrEngine", "AsrError", "AsrStream", "close_asr", "load_asr"]
+__all__ = ["ENGINES", "AsrEngine", "AsrError", "AsrStream", "close_asr", "load_asr"]

@@ -29,21 +29,19 @@ stronger engine is vosk with a user-supplied model.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 import pocketsphinx
 
 from wren.speech.asr.bias import STRONG_MARGIN, PhraseBias
+from wren.speech.asr.cmn import SpeakerCmnCache
 from wren.speech.asr.errors import AsrError
 from wren.speech.asr.pool import RecogniserPool
 from wren.speech.asr.text import clean_transcript
 
 log = logging.getLogger(__name__)
 
-MAX_REMEMBERED_SPEAKERS = 4096  # ≈200 bytes each; least recently heard speakers are forgotten first
 # Phrase bias by n-best (see PocketsphinxStream.bias): distinct hypotheses considered, and entries read.
 NBEST_STRONG, NBEST_WEAK, NBEST_SCAN = 8, 3, 60
 MIN_ADAPT_SAMPLES = 16000 * 3 // 10  # an utterance shorter than 0.3 s says too little about the channel
@@ -86,8 +84,7 @@ class PocketsphinxEngine:
         else:
             self.cmn_prior = BUNDLED_MODEL_CMN_PRIOR
         self._options.update(decoder_options)
-        self._speaker_cmn: OrderedDict[str, str] = OrderedDict()
-        self._speakers_lock = threading.Lock()
+        self._speaker_cmn = SpeakerCmnCache()  # the same cache the worker supervisor keeps (cmn.py)
         started = time.perf_counter()
         try:
             self._pool: RecogniserPool[pocketsphinx.Decoder] = RecogniserPool(
@@ -112,28 +109,20 @@ class PocketsphinxEngine:
     def initial_cmn(self, speaker: str | None) -> str | None:
         """The cepstral mean a new stream for `speaker` starts from (None: the model's own cmninit)."""
         if speaker is not None:
-            with self._speakers_lock:
-                cmn = self._speaker_cmn.get(speaker)
-                if cmn is not None:
-                    self._speaker_cmn.move_to_end(speaker)
-                    return cmn
+            cmn = self._speaker_cmn.recall(speaker)
+            if cmn is not None:
+                return cmn
         return self.cmn_prior
 
     def speaker_cmn(self, speaker: str) -> str | None:
         """The mean `speaker`'s last utterance ended with, if remembered (passed between processes)."""
-        with self._speakers_lock:
-            return self._speaker_cmn.get(speaker)
+        return self._speaker_cmn.get(speaker)
 
     def remember_cmn(self, speaker: str, cmn: str) -> None:
-        with self._speakers_lock:
-            self._speaker_cmn[speaker] = cmn
-            self._speaker_cmn.move_to_end(speaker)
-            while len(self._speaker_cmn) > MAX_REMEMBERED_SPEAKERS:
-                self._speaker_cmn.popitem(last=False)
+        self._speaker_cmn.remember(speaker, cmn)
 
     def forget_speaker(self, speaker: str) -> None:
-        with self._speakers_lock:
-            self._speaker_cmn.pop(speaker, None)
+        self._speaker_cmn.forget(speaker)
 
 
 class PocketsphinxStream:

@@ -20,6 +20,7 @@ class RecogniserPool(Generic[T]):
     def __init__(self, factory: Callable[[], T], warm: int, max_idle: int | None = None) -> None:
         self._factory = factory
         self._max_idle = max(warm, max_idle or warm, 1)
+        # A stack of idle recognisers. Bound `_max_idle`; policy: one released past it is dropped (freed).
         self._idle: list[T] = []
         self._lock = threading.Lock()
         self.created = 0

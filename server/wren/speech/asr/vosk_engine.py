@@ -13,7 +13,7 @@ import logging
 import time
 from pathlib import Path
 
-from wren.speech.asr import AsrError
+from wren.speech.asr.errors import AsrError
 from wren.speech.asr.pool import RecogniserPool
 from wren.speech.asr.text import clean_transcript
 
@@ -58,7 +58,9 @@ class VoskStream:
     def __init__(self, engine: VoskEngine, recogniser: object) -> None:
         self._engine = engine
         self._recogniser = recogniser
-        self._segments: list[str] = []  # vosk ends a segment at its own endpoint; we keep all of them
+        # vosk ends a segment at its own endpoint; we keep all of them (a few per utterance, whose length
+        # the session caps).
+        self._segments: list[str] = []
         self._final: str | None = None
         self._odd_byte = b""
         self._dirty = False

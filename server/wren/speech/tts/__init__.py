@@ -4,21 +4,8 @@ so the session can start sending the first sentence while later ones are still b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
-
 from wren.config import TtsConfig
-
-
-class TtsError(RuntimeError):
-    """A voice that cannot be loaded or text that cannot be synthesised."""
-
-
-class TtsEngine(Protocol):
-    name: str
-    sample_rate: int
-
-    def synthesize(self, text: str) -> Iterator[bytes]: ...
+from wren.speech.tts.base import TtsEngine, TtsError
 
 
 def load_tts(config: TtsConfig) -> TtsEngine:

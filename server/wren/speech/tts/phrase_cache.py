@@ -35,6 +35,7 @@ class PhraseCache:
         self.name = engine.name
         self.sample_rate = engine.sample_rate
         self._max_bytes = max_bytes
+        # Bound `max_bytes` of PCM; policy: drop the least recently used phrase (module docstring).
         self._audio: OrderedDict[str, tuple[bytes, ...]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()

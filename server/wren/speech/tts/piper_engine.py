@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from wren.speech.sentences import clean_for_speech
-from wren.speech.tts import TtsError
+from wren.speech.tts.base import TtsError
 
 log = logging.getLogger(__name__)
 

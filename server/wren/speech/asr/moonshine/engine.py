@@ -34,7 +34,13 @@ import numpy as np
 from wren.speech.asr.bias import PhraseBias
 from wren.speech.asr.errors import AsrError
 from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel
-from wren.speech.asr.moonshine.scheduler import COMMIT, SPECULATIVE, URGENT, DecodeScheduler
+from wren.speech.asr.moonshine.scheduler import (
+    COMMIT,
+    MAX_WAITING_SPECULATIVE,
+    SPECULATIVE,
+    URGENT,
+    DecodeScheduler,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +66,9 @@ class MoonshineEngine:
     name = "moonshine"
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, model_folder: Path, threads: int = 0, max_speculative: int = 32) -> None:
+    def __init__(
+        self, model_folder: Path, threads: int = 0, max_speculative: int = MAX_WAITING_SPECULATIVE
+    ) -> None:
         started = time.perf_counter()
         self.model = MoonshineModel(model_folder)
         self.threads = threads or max(1, min(4, os.cpu_count() or 1))
@@ -118,8 +126,10 @@ class MoonshineStream:
     def __init__(self, engine: MoonshineEngine, speaker: str | None) -> None:
         self._engine = engine
         self.speaker = speaker
-        self._pcm = bytearray()  # the current window only (older windows are committed)
+        # The current window only (older windows are committed): ≈MAX_WINDOW_S at most, cut there.
+        self._pcm = bytearray()
         self._odd_byte = b""
+        # One decode per committed window, in order: a few per utterance, whose length the session caps.
         self._windows: list[Future] = []
         self._guess: _Guess | None = None
         self._pause_at: int | None = None  # samples into the window at the last pause (None: speaking)

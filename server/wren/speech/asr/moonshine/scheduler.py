@@ -7,9 +7,12 @@ Three classes of work, in this order:
 Within a class, first come first served. `threads` jobs run at once (each ONNX Runtime inference on one
 core), which is the engine's bound on concurrency.
 
-Overflow policy: at most `max_speculative` speculative jobs wait; past that the OLDEST waiting one is
-cancelled (its stream then decodes at its end, as without speculation). Urgent and commit jobs are never
-dropped: there is at most one of each per open stream, and streams are bounded by the sessions.
+Overflow policy: at most `max_speculative` (`MAX_WAITING_SPECULATIVE`) speculative jobs wait; past that
+the OLDEST waiting one is cancelled (its stream then decodes at its end, as without speculation). Urgent
+and commit jobs are never dropped: they are bounded by the open streams (one urgent job per stream, since
+`finish()` waits for it, and one commit per finished window: a few per utterance, whose length the
+session caps), and streams are bounded by the sessions. Cancelled jobs (superseded guesses, closed
+streams) leave the queue when a decode thread reaches them, or sooner, at the next speculative submit.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 URGENT, COMMIT, SPECULATIVE = 0, 1, 2
+MAX_WAITING_SPECULATIVE = 32  # guesses waiting for a decode thread; past it: drop the oldest guess
 
 
 class DecodeScheduler:
-    def __init__(self, threads: int, max_speculative: int = 32) -> None:
+    def __init__(self, threads: int, max_speculative: int = MAX_WAITING_SPECULATIVE) -> None:
+        # The queue: (priority, arrival, future, job). Bound and policy: the module docstring (speculative
+        # jobs past `max_speculative`: drop the oldest; urgent and commit jobs: bounded by the streams).
         self._heap: list[tuple[int, int, Future, Callable[[], Any]]] = []
         self._order = itertools.count()
         self._ready = threading.Condition()
@@ -55,7 +61,11 @@ class DecodeScheduler:
         return future
 
     def _shed_speculation(self) -> None:
-        waiting = [entry for entry in self._heap if entry[0] == SPECULATIVE and not entry[2].cancelled()]
+        # Cancelled entries would otherwise stay until a (possibly busy) decode thread pops them; the scan
+        # below is over the whole heap anyway, so leave them out of it for good.
+        self._heap = [entry for entry in self._heap if not entry[2].cancelled()]
+        heapq.heapify(self._heap)
+        waiting = [entry for entry in self._heap if entry[0] == SPECULATIVE]
         while len(waiting) > self._max_speculative:
             oldest = min(waiting, key=lambda entry: entry[1])
             waiting.remove(oldest)
