@@ -1,4 +1,4 @@
-# Kept tiny and stable: everything lives in the wren package (deployed as .mpy).
-import wren.app
+# Kept tiny and stable: everything lives in the wren_device package (deployed as .mpy).
+import wren_device.app
 
-wren.app.run()
+wren_device.app.run()

@@ -3,7 +3,7 @@
 Importable unchanged on CPython 3.11+ and MicroPython; no I/O. See docs/protocol.md.
 """
 
-from shared_protocol import audio, jsonrpc, messages, validation
+from shared_protocol import audio, constants, device_mcp, jsonrpc, messages, validation
 from shared_protocol.errors import ProtocolError, UnknownMessageType
 from shared_protocol.validation import PROTOCOL_VERSIONS
 
@@ -12,6 +12,8 @@ __all__ = [
     "ProtocolError",
     "UnknownMessageType",
     "audio",
+    "constants",
+    "device_mcp",
     "jsonrpc",
     "messages",
     "validation",

@@ -11,6 +11,26 @@ MicroPython-compatible: only ``json``; no typing, dataclasses or dict-order assu
 import json
 import sys
 
+from shared_protocol.constants import (
+    LISTEN_DETECT,
+    LISTEN_START,
+    LISTEN_STOP,
+    TTS_SENTENCE_START,
+    TTS_START,
+    TTS_STOP,
+    TYPE_ABORT,
+    TYPE_ALERT,
+    TYPE_GOODBYE,
+    TYPE_HELLO,
+    TYPE_LISTEN,
+    TYPE_LLM,
+    TYPE_MCP,
+    TYPE_PING,
+    TYPE_PONG,
+    TYPE_STT,
+    TYPE_SYSTEM,
+    TYPE_TTS,
+)
 from shared_protocol.errors import ProtocolError
 from shared_protocol.validation import (  # noqa: F401 - re-exported for callers
     DEFAULT_DOWNLINK_RATE,
@@ -89,7 +109,7 @@ def audio_params(format="opus", sample_rate=16000, channels=1, frame_duration=60
 def hello_device(version=1, features=None, audio_params=None, transport="websocket"):
     """Device hello. Defaults match current firmware: features.mcp true, 16 kHz/60 ms Opus uplink."""
     msg = {
-        "type": "hello",
+        "type": TYPE_HELLO,
         "version": version,
         "features": {"mcp": True} if features is None else features,
         "transport": transport,
@@ -107,76 +127,75 @@ def hello_server(session_id, audio_params, transport="websocket"):
     if not isinstance(session_id, str) or not session_id:
         _fail("session_id", "must be a non-empty string")
     return validate(
-        {"type": "hello", "transport": transport, "session_id": session_id, "audio_params": audio_params}
+        {"type": TYPE_HELLO, "transport": transport, "session_id": session_id, "audio_params": audio_params}
     )
 
 
 def listen_start(session_id, mode):
-    return validate(_with_session({"type": "listen", "state": "start", "mode": mode}, session_id))
+    return validate(_with_session({"type": TYPE_LISTEN, "state": LISTEN_START, "mode": mode}, session_id))
 
 
 def listen_stop(session_id):
-    return validate(_with_session({"type": "listen", "state": "stop"}, session_id))
+    return validate(_with_session({"type": TYPE_LISTEN, "state": LISTEN_STOP}, session_id))
 
 
 def listen_detect(session_id, text):
-    return validate(_with_session({"type": "listen", "state": "detect", "text": text}, session_id))
+    return validate(_with_session({"type": TYPE_LISTEN, "state": LISTEN_DETECT, "text": text}, session_id))
 
 
 def abort(session_id, reason=None):
-    msg = _with_session({"type": "abort"}, session_id)
+    msg = _with_session({"type": TYPE_ABORT}, session_id)
     if reason is not None:  # a button abort carries no reason key at all
         msg["reason"] = reason
     return validate(msg)
 
 
 def stt(session_id, text):
-    return validate(_with_session({"type": "stt", "text": text}, session_id))
+    return validate(_with_session({"type": TYPE_STT, "text": text}, session_id))
 
 
 def llm(session_id, emotion, text=None):
-    msg = _with_session({"type": "llm", "emotion": emotion}, session_id)
+    msg = _with_session({"type": TYPE_LLM, "emotion": emotion}, session_id)
     if text is not None:
         msg["text"] = text
     return validate(msg)
 
 
 def tts_start(session_id):
-    return validate(_with_session({"type": "tts", "state": "start"}, session_id))
+    return validate(_with_session({"type": TYPE_TTS, "state": TTS_START}, session_id))
 
 
 def tts_sentence_start(session_id, text):
-    return validate(_with_session({"type": "tts", "state": "sentence_start", "text": text}, session_id))
+    return validate(_with_session({"type": TYPE_TTS, "state": TTS_SENTENCE_START, "text": text}, session_id))
 
 
 def tts_stop(session_id):
-    return validate(_with_session({"type": "tts", "state": "stop"}, session_id))
+    return validate(_with_session({"type": TYPE_TTS, "state": TTS_STOP}, session_id))
 
 
 def mcp(payload, session_id=None):
-    return validate(_with_session({"type": "mcp", "payload": payload}, session_id))
+    return validate(_with_session({"type": TYPE_MCP, "payload": payload}, session_id))
 
 
 def system(session_id, command):
-    return validate(_with_session({"type": "system", "command": command}, session_id))
+    return validate(_with_session({"type": TYPE_SYSTEM, "command": command}, session_id))
 
 
 def alert(session_id, status, message, emotion):
-    return validate(
-        _with_session({"type": "alert", "status": status, "message": message, "emotion": emotion}, session_id)
-    )
+    msg = {"type": TYPE_ALERT, "status": status, "message": message, "emotion": emotion}
+    return validate(_with_session(msg, session_id))
 
 
 def goodbye(session_id):
-    return validate(_with_session({"type": "goodbye"}, session_id))
+    return validate(_with_session({"type": TYPE_GOODBYE}, session_id))
 
 
 def ping():
-    return {"type": "ping"}
+    return {"type": TYPE_PING}
 
 
 def pong(timestamp):
-    return validate({"type": "pong", "timestamp": timestamp})
+    return validate({"type": TYPE_PONG, "timestamp": timestamp})
 
 
 # ---- helpers for readers ------------------------------------------------------------------------

@@ -5,13 +5,33 @@ device reads); liberal where real devices are (missing ``session_id``, unknown e
 unknown ``tts`` states, glyph payloads the device would drop on its own).
 """
 
+from shared_protocol.constants import (
+    LISTEN_DETECT,
+    LISTEN_MODES,
+    LISTEN_START,
+    LISTEN_STATES,
+    TTS_SENTENCE_START,
+    TYPE_ABORT,
+    TYPE_ALERT,
+    TYPE_CUSTOM,
+    TYPE_ERROR,
+    TYPE_GOODBYE,
+    TYPE_HELLO,
+    TYPE_IOT,
+    TYPE_LISTEN,
+    TYPE_LLM,
+    TYPE_MCP,
+    TYPE_PING,
+    TYPE_PONG,
+    TYPE_STT,
+    TYPE_SYSTEM,
+    TYPE_TTS,
+)
 from shared_protocol.errors import ProtocolError, UnknownMessageType
 
 FORMATS = ("opus", "pcm")
 SAMPLE_RATES = (8000, 12000, 16000, 24000, 48000)
 FRAME_DURATIONS = (5, 10, 20, 40, 60, 80, 100, 120)
-LISTEN_MODES = ("auto", "manual", "realtime")
-LISTEN_STATES = ("start", "stop", "detect")
 TRANSPORTS = ("websocket", "udp")
 PROTOCOL_VERSIONS = (1, 2, 3)
 KNOWN_FEATURES = ("aec", "mcp", "glyph_push")
@@ -144,9 +164,9 @@ def _is_hex(text):
 
 def _v_listen(msg):
     state = _check_choice(msg, "state", LISTEN_STATES, True)
-    if state == "start":
+    if state == LISTEN_START:
         _check_choice(msg, "mode", LISTEN_MODES, True)
-    elif state == "detect":
+    elif state == LISTEN_DETECT:
         _check_str(msg, "text", True)
 
 
@@ -177,7 +197,7 @@ def _v_llm(msg):
 def _v_tts(msg):
     state = _check_str(msg, "state", True)
     # Other states (e.g. sentence_end) are ignored by the device, so they are accepted here.
-    if state == "sentence_start":
+    if state == TTS_SENTENCE_START:
         _check_str(msg, "text", True)
 
 
@@ -210,21 +230,21 @@ def _v_error(msg):
 
 
 _VALIDATORS = {
-    "hello": _v_hello,
-    "listen": _v_listen,
-    "abort": _v_abort,
-    "mcp": _v_mcp,
-    "iot": _v_iot,
-    "goodbye": _v_nothing,
-    "stt": _v_stt,
-    "llm": _v_llm,
-    "tts": _v_tts,
-    "system": _v_system,
-    "alert": _v_alert,
-    "custom": _v_custom,
-    "ping": _v_nothing,
-    "pong": _v_pong,
-    "error": _v_error,  # sent by the MQTT gateway when its upstream fails
+    TYPE_HELLO: _v_hello,
+    TYPE_LISTEN: _v_listen,
+    TYPE_ABORT: _v_abort,
+    TYPE_MCP: _v_mcp,
+    TYPE_IOT: _v_iot,
+    TYPE_GOODBYE: _v_nothing,
+    TYPE_STT: _v_stt,
+    TYPE_LLM: _v_llm,
+    TYPE_TTS: _v_tts,
+    TYPE_SYSTEM: _v_system,
+    TYPE_ALERT: _v_alert,
+    TYPE_CUSTOM: _v_custom,
+    TYPE_PING: _v_nothing,
+    TYPE_PONG: _v_pong,
+    TYPE_ERROR: _v_error,  # sent by the MQTT gateway when its upstream fails
 }
 
 MESSAGE_TYPES = tuple(sorted(_VALIDATORS))

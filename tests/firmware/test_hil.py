@@ -16,7 +16,8 @@ from tests.server.helpers import recognise, words
 from tests.support.spoken import spoken_pcm, write_wav
 from tests.support.wren_process import wren_serve
 
-# Smallest -X heapsize (K words: ~KB on a 32-bit board) a full turn passes with; see docs/firmware.md.
+# The -X heapsize (K words: ~KB on a 32-bit board) the full turns must pass with; the smallest that
+# passes today is lower (docs/firmware.md, "Heap budget"), so this keeps a margin.
 HEAP_BUDGET = "120wk"
 
 

@@ -60,7 +60,9 @@ def test_deploy_compiles_to_mpy_then_fails_clearly_without_a_board(tmp_path: Pat
     assert "mpremote connect /dev/ttyWREN-NOPE cp -r" in res.stdout
     assert "deploy: mpremote cannot find or talk to the board on /dev/ttyWREN-NOPE" in res.stderr
     built = REPO / "build" / "device"
-    for module in ("wren/device.mpy", "wren/dsp.mpy", "hal/esp32/board.mpy", "shared_protocol/messages.mpy"):
+    modules = ("wren_device/device.mpy", "wren_device/dsp.mpy", "hal/esp32/board.mpy",
+               "shared_protocol/messages.mpy")
+    for module in modules:
         assert (built / module).read_bytes()[:1] == b"M"  # a .mpy file
     assert not (built / "hal" / "host").exists()  # the host stand-ins never go to the board
 

@@ -1,4 +1,5 @@
-"""The device MCP server (firmware/wren/mcp.py + tools.py) under MicroPython: reference §4.2-§4.6 vectors."""
+"""The device MCP server (firmware/wren_device/mcp.py + tools.py) under MicroPython: reference §4.2-§4.6
+vectors."""
 
 from __future__ import annotations
 

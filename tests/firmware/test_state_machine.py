@@ -205,7 +205,8 @@ async def test_server_gone_mid_turn_then_back_reconnects_with_backoff_and_next_t
     server = await serve(handler)
     port = server.sockets[0].getsockname()[1]
     try:
-        async with device(device_dir, port, "press@0.3,press@2.5", volume=100) as mp:
+        # Two turns: the cut-off reply ends one too (the device leaves speaking), the second is heard.
+        async with device(device_dir, port, "press@0.3,press@2.5", turns=2, volume=100) as mp:
             await mp.until(first_speaking)
             await asyncio.sleep(0.5)
             server.close()  # the server goes away mid-turn

@@ -1,4 +1,4 @@
-"""The firmware's WebSocket client (firmware/wren/ws.py) under the real MicroPython, against CPython
+"""The firmware's WebSocket client (firmware/wren_device/ws.py) under the real MicroPython, against CPython
 servers: the `websockets` library (a strict RFC 6455 peer) and a raw TCP server that writes exact frames."""
 
 from __future__ import annotations

@@ -7,7 +7,16 @@ import sys
 
 import micropython
 
-from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, UnknownMessageType, audio, jsonrpc, messages
+from shared_protocol import (
+    PROTOCOL_VERSIONS,
+    ProtocolError,
+    UnknownMessageType,
+    audio,
+    constants,
+    device_mcp,
+    jsonrpc,
+    messages,
+)
 
 SID = "3f1c7c1e-1d0a-4a7e-9d38-2b1f3c1d9e55"
 _results = [0, 0]
@@ -121,8 +130,8 @@ def paging():
     cursor = None
     seen = 0
     while True:
-        page, cursor = jsonrpc.paginate(tools, cursor)
-        size = len(messages.encode(jsonrpc.tools_list_result(page, cursor)).encode())
+        page, cursor = device_mcp.paginate(tools, cursor)
+        size = len(messages.encode(device_mcp.tools_list_result(page, cursor)).encode())
         check("page within 8000 bytes (" + str(size) + ")", size <= 8000)
         seen += len(page)
         if cursor is None:
@@ -131,8 +140,49 @@ def paging():
     check("all tools paged", seen == len(tools))
 
 
+class _Board(device_mcp.Server):
+    # A device with one tool, on MicroPython itself: the dialect class the firmware builds on.
+    def describe_tools(self):
+        schema = {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0}}, "required": ["v"]}
+        return [{"name": "self.x", "description": "d", "inputSchema": schema}]
+
+    def call_tool(self, name, arguments):
+        if name != "self.x":
+            raise device_mcp.CallError(device_mcp.UNKNOWN_TOOL + name)
+        return device_mcp.bind("v", {"type": "integer", "minimum": 0}, arguments)
+
+
+def device_side():
+    board = _Board("b", "1")
+    init = board.handle(jsonrpc.request(1, "initialize", {"capabilities": {"vision": {"url": "u"}}}))
+    check("mcp initialize", init["result"]["serverInfo"] == {"name": "b", "version": "1"})
+    check("mcp vision kept", board.vision == {"url": "u", "token": None})
+    string_id = {"jsonrpc": "2.0", "id": "1", "method": "tools/list"}
+    check("mcp string id dropped", board.handle(string_id) is None)
+    check("mcp notification ignored", board.handle(jsonrpc.notification("notifications/initialized")) is None)
+    page = board.handle(jsonrpc.request(2, "tools/list"))["result"]
+    check("mcp one page", [t["name"] for t in page["tools"]] == ["self.x"] and "nextCursor" not in page)
+    called = board.handle(jsonrpc.request(3, "tools/call", {"name": "self.x", "arguments": {"v": 4.7}}))
+    check("mcp call truncates", called["result"] == device_mcp.text_content("4"))
+    texts = [
+        board.handle(jsonrpc.request(4, "tools/call", {"name": "self.x", "arguments": {"v": True}})),
+        board.handle(jsonrpc.request(5, "tools/call", {"name": "self.x", "arguments": {"v": -1}})),
+        board.handle(jsonrpc.request(6, "tools/call", {"name": "self.y"})),
+        board.handle(jsonrpc.request(7, "tools/call")),
+        board.handle(jsonrpc.request(8, "resources/list")),
+    ]
+    check("mcp error texts", [jsonrpc.error_message(t) for t in texts] == [
+        "Missing valid argument: v", "Value is below minimum allowed: 0", "Unknown tool: self.y",
+        "Missing params", "Method not implemented: resources/list"])
+    check("mcp errors without code", [t for t in texts if "code" in t["error"]] == [])
+    check("close codes", constants.CLOSE_BAD_HELLO == 4422 and constants.CLOSE_MISSING_DEVICE_ID == 4400)
+    check("close reasons", constants.CLOSE_REASONS[constants.CLOSE_UNAUTHORIZED] == "unauthorized")
+    check("listen modes", messages.LISTEN_MODES == constants.LISTEN_MODES)
+
+
 round_trips()
 errors()
+device_side()
 zero_allocation_audio()
 paging()
 print("ran " + str(_results[0]) + " checks, " + str(_results[1]) + " failed")

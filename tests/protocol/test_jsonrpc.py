@@ -1,10 +1,9 @@
-"""The device MCP JSON-RPC dialect: constructors, classification, tool results and paging."""
+"""JSON-RPC 2.0 as the device speaks it: constructors and classification (MCP on top: test_device_mcp.py)."""
 
-import json
 
 import pytest
 
-from shared_protocol import ProtocolError, jsonrpc, messages
+from shared_protocol import ProtocolError, jsonrpc
 
 
 def test_request_and_notification_shapes() -> None:
@@ -52,91 +51,6 @@ def test_error_has_no_code_unless_given_like_the_device() -> None:
 def test_error_message_of_a_non_error_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError):
         jsonrpc.error_message(jsonrpc.result(1, {}))
-
-
-def test_result_response_round_trips_through_the_mcp_envelope() -> None:
-    response = jsonrpc.result(7, jsonrpc.text_content("true"))
-    frame = messages.encode(messages.mcp(response, "sess"))
-    payload = messages.parse(frame)["payload"]
-    assert jsonrpc.classify(payload) == "response"
-    assert jsonrpc.result_text(payload["result"]) == "true"
-
-
-def test_text_content_is_the_device_tool_result_shape() -> None:
-    assert jsonrpc.text_content("42") == {"content": [{"type": "text", "text": "42"}], "isError": False}
-
-
-def test_result_text_skips_non_text_items_and_fails_without_any() -> None:
-    result = {
-        "content": [{"type": "image", "image": "{}"}, {"type": "text", "text": "seen"}],
-        "isError": False,
-    }
-    assert jsonrpc.result_text(result) == "seen"
-    with pytest.raises(ProtocolError) as caught:
-        jsonrpc.result_text({"content": [{"type": "image"}]})
-    assert caught.value.field == "result.content"
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (True, "true"),
-        (False, "false"),
-        (70, "70"),
-        ("dark", "dark"),
-        ({"volume": 70}, '{"volume":70}'),
-        ([1], "[1]"),
-    ],
-)
-def test_to_text_renders_tool_values_like_the_device(value, text: str) -> None:
-    assert jsonrpc.to_text(value) == text
-
-
-def make_tools(count: int, description_bytes: int) -> list[dict]:
-    return [
-        {
-            "name": "self.tool_" + str(i),
-            "description": "d" * description_bytes,
-            "inputSchema": {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0}}},
-        }
-        for i in range(count)
-    ]
-
-
-def test_paging_loop_returns_every_tool_once_in_order_within_the_size_limit() -> None:
-    tools = make_tools(60, 450)
-    seen = []
-    cursor = None
-    pages = 0
-    while True:
-        page, cursor = jsonrpc.paginate(tools, cursor)
-        pages += 1
-        result = jsonrpc.tools_list_result(page, cursor)
-        assert len(messages.encode(result).encode("utf-8")) <= 8000
-        seen.extend(tool["name"] for tool in page)
-        if cursor is None:
-            assert "nextCursor" not in result
-            break
-        assert result["nextCursor"] == cursor
-        assert cursor == tools[len(seen)]["name"]  # the cursor names the first tool left out
-    assert seen == [tool["name"] for tool in tools]
-    assert pages > 1
-
-
-def test_paging_counts_utf8_bytes_not_characters() -> None:
-    ascii_tools = make_tools(30, 200)
-    wide_tools = [dict(tool, description="你" * 200) for tool in ascii_tools]
-    ascii_page, _ = jsonrpc.paginate(ascii_tools, None)
-    wide_page, _ = jsonrpc.paginate(wide_tools, None)
-    assert len(wide_page) < len(ascii_page)
-    assert len(json.dumps(jsonrpc.tools_list_result(wide_page), ensure_ascii=False).encode()) <= 8000
-
-
-def test_a_tool_too_big_for_any_page_gives_the_device_error_message() -> None:
-    with pytest.raises(ProtocolError) as caught:
-        jsonrpc.paginate(make_tools(1, 9000), None)
-    assert str(caught.value) == "Failed to add tool self.tool_0 because of payload size limit"
-    assert caught.value.field is None
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ is replaced by values of every JSON type or removed, every binary frame is cut a
 import json
 from pathlib import Path
 
-from shared_protocol import ProtocolError, audio, jsonrpc, messages
+from shared_protocol import ProtocolError, audio, device_mcp, jsonrpc, messages
 
 DOC = json.loads((Path(__file__).parent / "vectors.json").read_text(encoding="utf-8"))
 JUNK = [None, True, False, 0, -1, 1.5, "", "x", [], [1], {}, {"a": 1}]
@@ -79,18 +79,18 @@ def test_mutated_jsonrpc_payloads_raise_only_protocol_errors() -> None:
             if kind == jsonrpc.ERROR:
                 assert isinstance(jsonrpc.error_message(mutated), str)
             if kind == jsonrpc.RESPONSE:
-                only_protocol_errors(jsonrpc.result_text, mutated["result"])
+                only_protocol_errors(device_mcp.result_text, mutated["result"])
 
 
 def test_junk_tools_and_cursors_raise_only_protocol_errors() -> None:
     tools = next(v["tools"] for v in DOC["paging"] if v["name"].startswith("everything fits"))
     for mutated in mutations(tools):
-        only_protocol_errors(jsonrpc.paginate, mutated, None)
+        only_protocol_errors(device_mcp.paginate, mutated, None)
     for cursor in JUNK:
-        only_protocol_errors(jsonrpc.paginate, tools, cursor)
+        only_protocol_errors(device_mcp.paginate, tools, cursor)
     for junk in JUNK:
-        only_protocol_errors(jsonrpc.paginate, junk, None)
-        only_protocol_errors(jsonrpc.result_text, junk)
+        only_protocol_errors(device_mcp.paginate, junk, None)
+        only_protocol_errors(device_mcp.result_text, junk)
 
 
 def test_every_truncation_of_a_binary_frame_is_a_protocol_error() -> None:

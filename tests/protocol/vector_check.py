@@ -7,7 +7,7 @@ Each ``check_*`` returns None when the vector holds, otherwise a one-line reason
 
 import json
 
-from shared_protocol import ProtocolError, UnknownMessageType, audio, jsonrpc, messages
+from shared_protocol import ProtocolError, UnknownMessageType, audio, device_mcp, jsonrpc, messages
 
 KINDS = ("json", "binary", "jsonrpc", "paging")
 
@@ -110,8 +110,8 @@ def check_jsonrpc(vector):
         kind = jsonrpc.classify(payload)
         if kind != vector["kind"]:
             return "classified as " + kind + ", expected " + vector["kind"]
-        if "text" in vector and jsonrpc.result_text(payload["result"]) != vector["text"]:
-            return "result_text gave " + repr(jsonrpc.result_text(payload["result"]))
+        if "text" in vector and device_mcp.result_text(payload["result"]) != vector["text"]:
+            return "result_text gave " + repr(device_mcp.result_text(payload["result"]))
         if "message" in vector and jsonrpc.error_message(payload) != vector["message"]:
             return "error_message gave " + repr(jsonrpc.error_message(payload))
     except Exception as err:
@@ -121,7 +121,7 @@ def check_jsonrpc(vector):
 
 def check_paging(vector):
     def run():
-        return jsonrpc.paginate(
+        return device_mcp.paginate(
             vector["tools"], vector["cursor"], vector["max_bytes"], vector.get("with_user_tools", True)
         )
 
@@ -143,7 +143,7 @@ def check_paging(vector):
             + " next "
             + repr(vector["next_cursor"])
         )
-    result = jsonrpc.tools_list_result(page, next_cursor)
+    result = device_mcp.tools_list_result(page, next_cursor)
     if (next_cursor is None) == ("nextCursor" in result):
         return "nextCursor must be present exactly when there is a next page"
     return None

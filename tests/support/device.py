@@ -2,8 +2,9 @@
 
 It does what a stock device does on the wire: handshake headers (or query parameters), hello,
 `listen` start/stop/detect, `abort`, uplink audio in real-time-paced 60 ms frames (Opus, or PCM like
-the MicroPython firmware), a tiny device MCP server (initialize, paged tools/list, tools/call), and a
-receiver that records everything the server sends with arrival times and decodes the reply audio.
+the MicroPython firmware), a tiny device MCP server (`shared_protocol.device_mcp.Server`: initialize,
+paged tools/list, tools/call), and a receiver that records everything the server sends with arrival
+times and decodes the reply audio.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import opuslib_next
 import websockets
 
-from shared_protocol import audio, jsonrpc, messages
+from shared_protocol import audio, device_mcp, messages
 
 FRAME_MS = 60
 
@@ -45,6 +46,26 @@ DEVICE_TOOLS = [
           {"question": {"type": "string"}}),
     _tool("self.system.reconfigure_wifi", "Reboot the device and enter the WiFi configuration mode."),
 ]
+
+
+class _DeviceTools(device_mcp.Server):
+    """The test device's MCP server: records every call and answers with canned texts."""
+
+    max_page_bytes = 600  # small pages, so every server paging loop runs several rounds
+
+    def __init__(self, tools: list[dict], calls: list[dict]) -> None:
+        super().__init__("wren-test-device", "1.0.0")
+        self.tools = tools
+        self.calls = calls
+
+    def describe_tools(self) -> list[dict]:
+        return self.tools
+
+    def call_tool(self, name: str, arguments: dict | None) -> str:
+        self.calls.append({"name": name, "arguments": arguments} if arguments is not None else {"name": name})
+        if name == "self.get_device_status":
+            return '{"audio_speaker":{"volume":70},"battery":{"level":80,"charging":false}}'
+        return "true"
 
 
 @dataclass
@@ -117,6 +138,7 @@ class TestDevice:
         self.close_reason = ""
         self.closed = asyncio.Event()
         self.mcp_ready = asyncio.Event()  # the server has listed every tools/list page
+        self._mcp = _DeviceTools(self.tools, self.tool_calls)
         self._new = asyncio.Event()
         self._reader: asyncio.Task | None = None
         self._encoder = None
@@ -284,33 +306,17 @@ class TestDevice:
             self._new.set()
 
     async def _answer_mcp(self, payload: dict) -> None:
-        method, msg_id = payload.get("method"), payload.get("id")
-        if not isinstance(method, str) or method.startswith("notifications") or not isinstance(msg_id, int):
+        reply = self._mcp.handle(payload)
+        if reply is None:
             return
-        if method == "initialize":
-            reply = jsonrpc.result(msg_id, {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
-                                            "serverInfo": {"name": "wren-test-device", "version": "1.0.0"}})
-        elif method == "tools/list":
-            cursor = (payload.get("params") or {}).get("cursor") or None
-            page, next_cursor = jsonrpc.paginate(self.tools, cursor, max_bytes=600)
-            reply = jsonrpc.result(msg_id, jsonrpc.tools_list_result(page, next_cursor))
-            if next_cursor is None:
-                self.mcp_ready.set()
-        elif method == "tools/call":
-            params = payload.get("params") or {}
-            self.tool_calls.append(params)
-            if params.get("name") == "self.get_device_status":
-                text = '{"audio_speaker":{"volume":70},"battery":{"level":80,"charging":false}}'
-            else:
-                text = "true"
-            reply = jsonrpc.result(msg_id, jsonrpc.text_content(text))
-            if self.tool_delay:
-                task = asyncio.get_running_loop().create_task(self._reply_later(reply, self.tool_delay))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-                return
-        else:
-            reply = jsonrpc.error(msg_id, "Unknown method: " + method)
+        method = payload["method"]
+        if method == device_mcp.TOOLS_LIST and "nextCursor" not in reply.get("result", {}):
+            self.mcp_ready.set()
+        if method == device_mcp.TOOLS_CALL and self.tool_delay:
+            task = asyncio.get_running_loop().create_task(self._reply_later(reply, self.tool_delay))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
         with contextlib.suppress(websockets.ConnectionClosed):
             await self.send_json(messages.mcp(reply, self.session_id))
 

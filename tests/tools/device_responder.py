@@ -1,11 +1,13 @@
 """A scripted device MCP server speaking the exact xiaozhi device dialect (reference §4), for tests.
 
-Only the ESP32 itself cannot exist here; this follows `mcp_server.cc`'s rules: the payload must be
-an object with jsonrpc 2.0; only requests with a string method and an INTEGER id are answered
-(others are dropped silently); `notifications/*` are ignored; errors carry a message and no code;
-`tools/list` pages are cut at about 8000 bytes with `nextCursor` = the next tool's name, absent on
-the last page; argument binding checks JSON types and integer ranges; replies are asynchronous.
-Frames go through the real `shared_protocol` encoder/parser, as on the wire.
+Only the ESP32 itself cannot exist here. The dialect is `shared_protocol.device_mcp.Server`, the one
+the firmware's server is built on: the payload must be an object with jsonrpc 2.0; only requests
+with a string method and an INTEGER id are answered (others are dropped silently); `notifications/*`
+are ignored; errors carry a message and no code; `tools/list` pages are cut at about 8000 bytes with
+`nextCursor` = the next tool's name, absent on the last page; argument binding checks JSON types and
+integer ranges (`device_mcp.bind`). What is scripted here: the tools, their effect on `state`, tools
+that hang, and replies that come later, from the device main loop. Frames go through the real
+`shared_protocol` encoder/parser, as on the wire.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import json
 from typing import Any
 
-from shared_protocol import jsonrpc, messages
+from shared_protocol import device_mcp, messages
 
 _PADDING = (
     " Use this tool only when the user clearly asks for it; otherwise describe the current state first."
@@ -119,10 +121,11 @@ def builtin_tools() -> list[dict[str, Any]]:
     return tools
 
 
-class ScriptedDevice:
+class ScriptedDevice(device_mcp.Server):
     """Answers MCP requests like the firmware; `send_to_server` receives encoded `mcp` frames."""
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, session_id: str = "sess-1") -> None:
+        super().__init__("test-board", "1.9.0")
         self.tools = tools if tools is not None else builtin_tools()
         self.session_id = session_id
         self.state = {"volume": 70, "brightness": 75, "theme": "light", "rgb": [0, 0, 0]}
@@ -130,6 +133,7 @@ class ScriptedDevice:
         self.hang: set[str] = set()  # tool names that never answer
         self.client: Any = None  # the DeviceMcpClient to deliver replies to
         self._tasks: set[asyncio.Task[None]] = set()
+        self._hung = False
 
     # the server side's `send`: wrap in the envelope, go through the wire encoder, deliver
     async def receive_from_server(self, payload: dict[str, Any]) -> None:
@@ -139,101 +143,31 @@ class ScriptedDevice:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _reply(self, payload: dict[str, Any]) -> None:
-        await asyncio.sleep(0.01)  # replies come later, from the device main loop
-        frame = messages.encode(messages.mcp(payload, self.session_id))
-        self.client.handle(messages.parse(frame)["payload"])
-
     async def _on_payload(self, payload: Any) -> None:
         self.requests.append(payload)
-        if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
-            return
-        method = payload.get("method")
-        if not isinstance(method, str):
-            return  # responses sent to the device are logged and dropped
-        if method.startswith("notifications"):
-            return
-        params = payload.get("params")
-        if params is not None and not isinstance(params, dict):
-            return
-        msg_id = payload.get("id")
-        if not isinstance(msg_id, int) or isinstance(msg_id, bool):
-            return  # silently dropped, no reply
-        if method == "initialize":
-            await self._reply(
-                jsonrpc.result(
-                    msg_id,
-                    {
-                        "protocolVersion": "2024-11-05",
-                        "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "test-board", "version": "1.9.0"},
-                    },
-                )
-            )
-        elif method == "tools/list":
-            await self._tools_list(msg_id, params or {})
-        elif method == "tools/call":
-            await self._tools_call(msg_id, params)
-        else:
-            await self._reply(jsonrpc.error(msg_id, f"Method not implemented: {method}"))
+        self._hung = False
+        reply = self.handle(payload)
+        if reply is None or self._hung:
+            return  # dropped, a notification, or a hung tool: no reply at all
+        await asyncio.sleep(0.01)  # replies come later, from the device main loop
+        frame = messages.encode(messages.mcp(reply, self.session_id))
+        self.client.handle(messages.parse(frame)["payload"])
 
-    async def _tools_list(self, msg_id: int, params: dict[str, Any]) -> None:
-        with_user = params.get("withUserTools") is True
-        visible = [t for t in self.tools if with_user or "annotations" not in t]
-        try:
-            page, next_cursor = jsonrpc.paginate(visible, params.get("cursor") or "")
-        except Exception as exc:
-            await self._reply(jsonrpc.error(msg_id, str(exc)))
-            return
-        await self._reply(jsonrpc.result(msg_id, jsonrpc.tools_list_result(page, next_cursor)))
+    # ---- device_mcp.Server ---------------------------------------------------------------------------
 
-    async def _tools_call(self, msg_id: int, params: Any) -> None:
-        if not isinstance(params, dict):
-            await self._reply(jsonrpc.error(msg_id, "Missing params"))
-            return
-        name = params.get("name")
-        if not isinstance(name, str):
-            await self._reply(jsonrpc.error(msg_id, "Missing name"))
-            return
+    def describe_tools(self) -> list[dict[str, Any]]:
+        return self.tools
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
         tool = next((t for t in self.tools if t["name"] == name), None)
         if tool is None:
-            await self._reply(jsonrpc.error(msg_id, f"Unknown tool: {name}"))
-            return
-        arguments = params.get("arguments", {})
-        if not isinstance(arguments, dict):
-            await self._reply(jsonrpc.error(msg_id, "Invalid arguments"))
-            return
-        bound: dict[str, Any] = {}
-        for prop, schema in tool["inputSchema"].get("properties", {}).items():
-            value = arguments.get(prop)
-            kind = schema["type"]
-            ok = (
-                (kind == "integer" and isinstance(value, int | float) and not isinstance(value, bool))
-                or (kind == "boolean" and isinstance(value, bool))
-                or (kind == "string" and isinstance(value, str))
-            )
-            if not ok:
-                if "default" in schema:
-                    bound[prop] = schema["default"]
-                    continue
-                await self._reply(jsonrpc.error(msg_id, f"Missing valid argument: {prop}"))
-                return
-            if kind == "integer":
-                value = int(value)
-                if "minimum" in schema and value < schema["minimum"]:
-                    await self._reply(
-                        jsonrpc.error(msg_id, f"Value is below minimum allowed: {schema['minimum']}")
-                    )
-                    return
-                if "maximum" in schema and value > schema["maximum"]:
-                    await self._reply(
-                        jsonrpc.error(msg_id, f"Value exceeds maximum allowed: {schema['maximum']}")
-                    )
-                    return
-            bound[prop] = value
+            raise device_mcp.CallError(device_mcp.UNKNOWN_TOOL + name)
+        properties = tool["inputSchema"].get("properties", {})
+        args = {prop: device_mcp.bind(prop, schema, arguments) for prop, schema in properties.items()}
         if name in self.hang:
-            return  # a hung tool: never answers
-        await self._reply(jsonrpc.result(msg_id, jsonrpc.text_content(self._run(name, bound))))
+            self._hung = True  # a hung tool: does nothing and never answers
+            return "true"
+        return self._run(name, args)
 
     def _run(self, name: str, args: dict[str, Any]) -> str:
         if name == "self.get_device_status":

@@ -12,7 +12,7 @@ from wren.tools.device_mcp import FIRST_CALL_ID, DeviceMcpClient
 from wren.tools.router import ToolRouter
 from wren.tools.spec import ToolError, ToolTimeout
 
-from shared_protocol import jsonrpc
+from shared_protocol import device_mcp
 from tests.tools.device_responder import ScriptedDevice
 
 
@@ -35,7 +35,7 @@ async def test_start_initializes_then_lists_every_page(device):
     assert len(lists) == 2  # the device's 8000-byte page limit splits the list
     assert lists[0]["params"] == {"cursor": "", "withUserTools": False}
     visible = [t["name"] for t in dev.tools if "annotations" not in t]
-    first_page, cursor = jsonrpc.paginate(visible_tools(dev), "")
+    first_page, cursor = device_mcp.paginate(visible_tools(dev), "")
     assert lists[1]["params"]["cursor"] == cursor == visible[len(first_page)]
     assert [t.name for t in tools] == visible
     assert "self.reboot" not in [t.name for t in tools]

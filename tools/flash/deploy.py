@@ -21,7 +21,7 @@ FIRMWARE = REPO / "firmware"
 BIN = Path(sys.executable).parent
 # (source dir, destination dir on the board)
 PACKAGES = [
-    (FIRMWARE / "wren", "wren"),
+    (FIRMWARE / "wren_device", "wren_device"),
     (FIRMWARE / "hal" / "esp32", "hal/esp32"),
     (REPO / "shared_protocol", "shared_protocol"),
 ]
@@ -49,7 +49,7 @@ def build(out: Path) -> list[Path]:
             files.append(target)
     for name in ("main.py", "boot.py"):
         shutil.copy(FIRMWARE / name, out / name)
-    return [out / "wren", out / "hal", out / "shared_protocol", out / "main.py", out / "boot.py"]
+    return [out / "wren_device", out / "hal", out / "shared_protocol", out / "main.py", out / "boot.py"]
 
 
 def main(argv: list[str] | None = None) -> None:

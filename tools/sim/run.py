@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="reply.wav")
     ap.add_argument("--mode", choices=["auto", "manual", "realtime"], default="auto")
     ap.add_argument("--heap", default=DEFAULT_HEAP)
-    ap.add_argument("--turns", type=int, default=1, help="exit after this many turns (0 = never)")
+    ap.add_argument("--turns", type=int, default=1,
+                    help="exit after the device has left speaking this many times (0 = never)")
     ap.add_argument("--button", default="", help='button script, e.g. "press@0.5,release@eof" or "stdin"')
     ap.add_argument("--volume", type=int, default=100)
     ap.add_argument("--mac", default="02:00:00:00:5e:01")

@@ -1,5 +1,5 @@
-# The real board: machine.I2S mic (32-bit mono, converted to int16 by wren.dsp) and speaker, BOOT button
-# with debounce, WS2812/PWM LED, network.WLAN. Not importable on the host (no I2S/Pin there).
+# The real board: machine.I2S mic (32-bit mono, converted to int16 by wren_device.dsp) and speaker,
+# BOOT button with debounce, WS2812/PWM LED, network.WLAN. Not importable on the host (no I2S/Pin there).
 import asyncio
 import sys
 import time
@@ -7,7 +7,7 @@ import time
 import machine
 import network
 from machine import I2S, Pin
-from wren.log import log
+from wren_device.log import log
 
 from hal.esp32.pins import BOARDS
 
@@ -77,6 +77,9 @@ class Esp32Board:
         self.button = Button(p["button"])
         self.led = Led(p["led"], p["led_kind"])
 
+    def state_changed(self, old, new):
+        pass  # the one LED belongs to the self.light.set_rgb tool, so states are not shown on it
+
     def mic_active(self, on):
         pass  # the I2S mic runs all the time; the app reads it continuously and sends only when listening
 
@@ -100,9 +103,6 @@ class Esp32Board:
     def mac(self):
         return self.wlan().config("mac")
 
-    def turn_done(self):
-        return False
-
     def reboot(self):
         log("board", "reboot")
         time.sleep_ms(200)
@@ -115,6 +115,14 @@ class Esp32Board:
 
     def close(self):
         pass
+
+
+def config_path():
+    return "/config.json"
+
+
+def state_path():
+    return "/state.json"
 
 
 def make_board(cfg):

@@ -1,11 +1,14 @@
-# The simulated board: WAV-file mic in real time, WAV-file speaker, scripted or stdin button, LED to the
-# log, loopback Wi-Fi. Settings come from the environment (set by `make sim` / the tests) or the
-# "sim" object in config.json:
+# The simulated board (the contract is firmware/hal/README.md): WAV-file mic in real time, WAV-file
+# speaker, scripted or stdin button, LED to the log, loopback Wi-Fi. Every simulation setting lives here,
+# none in the app. They come from the environment (set by `make sim` / the tests) or, except for the
+# two paths, the "sim" object in config.json:
+#   WREN_SIM_CONFIG, WREN_SIM_STATE   config.json / state.json paths (default: in the current directory)
 #   WREN_SIM_MIC=path.wav        16 kHz 16-bit mono, played while the device listens
 #   WREN_SIM_OUT=reply.wav       what the speaker plays
 #   WREN_SIM_BUTTON=press@0.5,release@eof,press@9   times in s since boot; "eof" = 0.3 s after the mic WAV
 #                            ran out; "stdin" reads lines p (press), r (release), c (click)
-#   WREN_SIM_TURNS=1         exit after this many finished turns (0 = run until killed)
+#   WREN_SIM_TURNS=1         end the run after the device has left speaking this many times, once that
+#                            reply has played out (0 = run until killed)
 import asyncio
 import os
 import sys
@@ -13,7 +16,7 @@ import time
 
 import machine
 import network
-from wren.log import log
+from wren_device.log import log
 
 from hal.host.fake_i2s import FakeMic, FakeSpeaker
 
@@ -25,12 +28,22 @@ def _setting(cfg, env, key, default):
     return cfg.get("sim", {}).get(key, default)
 
 
+def config_path():
+    return os.getenv("WREN_SIM_CONFIG") or "config.json"
+
+
+def state_path():
+    return os.getenv("WREN_SIM_STATE") or "state.json"
+
+
 class Button:
     def __init__(self, script, board):
         self.script = script
         self.board = board
+        self.callback = None
 
     def start(self, callback):
+        self.callback = callback
         if self.script == "stdin":
             asyncio.create_task(self._stdin(callback))
         elif self.script:
@@ -101,6 +114,16 @@ class HostBoard:
         self.turns_wanted = int(_setting(cfg, "WREN_SIM_TURNS", "turns", "0"))
         self.turns = 0
 
+    def state_changed(self, old, new):
+        # Counts the replies (each time the device leaves speaking) and ends the run after the last
+        # one asked for: "stop" lets the app play that reply out, close the channel and return.
+        if old != "speaking":
+            return
+        self.turns += 1
+        if self.turns_wanted and self.turns == self.turns_wanted and self.button.callback:
+            log("sim", "%d turn(s) done: stopping" % self.turns)
+            self.button.callback("stop")
+
     def mic_active(self, on):
         self.mic.active = on
 
@@ -120,11 +143,6 @@ class HostBoard:
 
     def mac(self):
         return self.wlan().config("mac")
-
-    def turn_done(self):
-        # True when the simulation has run the turns it was asked for.
-        self.turns += 1
-        return bool(self.turns_wanted) and self.turns >= self.turns_wanted
 
     def reboot(self):
         self.close()

@@ -1,10 +1,11 @@
 """MCP client for the tools a device serves over the xiaozhi `mcp` message (reference §4).
 
-The device's dialect, followed exactly: integer request ids only (anything else is dropped silently
-by the device); `initialize` uses id 1 and every later request takes ids from a separate range
-starting at 10000, so a late reply can never be mistaken for another; `tools/list` is paged with
-`cursor`/`nextCursor` until `nextCursor` is absent; errors carry a `message` and usually no `code`;
-replies are asynchronous and may arrive interleaved with other traffic.
+The device's dialect (`shared_protocol.device_mcp`, which the firmware's server uses too), followed
+exactly: integer request ids only (anything else is dropped silently by the device); `initialize`
+uses id 1 and every later request takes ids from a separate range starting at 10000, so a late
+reply can never be mistaken for another; `tools/list` is paged with `cursor`/`nextCursor` until
+`nextCursor` is absent; errors carry a `message` and usually no `code`; replies are asynchronous
+and may arrive interleaved with other traffic.
 
 `send(payload)` is supplied by the device session and wraps the payload in the `mcp` envelope;
 the session feeds every incoming `mcp` payload to `handle()`.
@@ -18,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shared_protocol import jsonrpc
+from shared_protocol import device_mcp, jsonrpc
 from shared_protocol.errors import ProtocolError
 from wren.tools.spec import ToolError, ToolSpec, ToolTimeout
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 INITIALIZE_ID = 1
 FIRST_CALL_ID = 10000
 MAX_PAGES = 64  # a device that keeps returning cursors cannot keep us listing forever
-PROTOCOL_VERSION = "2024-11-05"
+PROTOCOL_VERSION = device_mcp.PROTOCOL_VERSION
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -61,7 +62,7 @@ class DeviceMcpClient:
         """`initialize`, then every page of `tools/list`; returns (and keeps) the AI-visible tools."""
         capabilities: dict[str, Any] = {"vision": dict(self._vision)} if self._vision else {}
         init = await self._request(
-            "initialize",
+            device_mcp.INITIALIZE,
             {
                 "protocolVersion": PROTOCOL_VERSION,
                 "capabilities": capabilities,
@@ -71,12 +72,12 @@ class DeviceMcpClient:
         )
         info = init.get("serverInfo") if isinstance(init, dict) else None
         self.server_info = info if isinstance(info, dict) else {}
-        await self._send(jsonrpc.notification("notifications/initialized"))  # the device ignores it
+        await self._send(jsonrpc.notification(device_mcp.INITIALIZED))  # the device ignores it
         tools: list[ToolSpec] = []
         cursor = ""
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
-            page = await self._request("tools/list", {"cursor": cursor, "withUserTools": False})
+            page = await self._request(device_mcp.TOOLS_LIST, {"cursor": cursor, "withUserTools": False})
             items = page.get("tools") if isinstance(page, dict) else None
             if not isinstance(items, list):
                 raise ToolError("the device sent a tools/list page without a tools list")
@@ -84,10 +85,10 @@ class DeviceMcpClient:
                 if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                     log.warning("device listed a malformed tool: %r", item)
                     continue
-                if _user_only(item):
+                if device_mcp.is_user_only(item):
                     continue  # meant for companion apps, not the assistant
                 tools.append(ToolSpec.from_mcp(item, "device"))
-            next_cursor = page.get("nextCursor")
+            next_cursor = page.get("nextCursor")  # absent on the last page (§4.4)
             if not isinstance(next_cursor, str) or not next_cursor:
                 break
             if next_cursor in seen:
@@ -103,9 +104,10 @@ class DeviceMcpClient:
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> str:
         """Call a device tool; returns its text, raises ToolError (device message) or ToolTimeout."""
-        result = await self._request("tools/call", {"name": name, "arguments": arguments}, timeout=timeout)
+        result = await self._request(device_mcp.TOOLS_CALL, {"name": name, "arguments": arguments},
+                                     timeout=timeout)
         try:
-            text = jsonrpc.result_text(result)
+            text = device_mcp.result_text(result)
         except ProtocolError as exc:
             raise ToolError(f"the device sent an unreadable result ({exc})") from None
         if isinstance(result, dict) and result.get("isError") is True:
@@ -177,9 +179,3 @@ class DeviceMcpClient:
         if jsonrpc.classify(reply) == jsonrpc.ERROR:
             raise ToolError(jsonrpc.error_message(reply) or "the device reported an error")
         return reply.get("result")
-
-
-def _user_only(item: dict[str, Any]) -> bool:
-    annotations = item.get("annotations")
-    audience = annotations.get("audience") if isinstance(annotations, dict) else None
-    return isinstance(audience, list) and "user" in audience and "assistant" not in audience

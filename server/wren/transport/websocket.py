@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from shared_protocol.constants import CLOSE_MISSING_DEVICE_ID, CLOSE_UNAUTHORIZED
 from wren.session import DeviceSession, SessionServices
 from wren.transport.auth import Authenticator
 from wren.transport.connection import WebSocketConnection, close_reason
@@ -21,8 +22,6 @@ from wren.transport.identity import identity_from_request
 log = logging.getLogger(__name__)
 
 STATUS_TEXT = "Wren server is running"
-CLOSE_MISSING_DEVICE_ID = 4400
-CLOSE_UNAUTHORIZED = 4401
 
 
 def is_websocket_upgrade(request: web.Request) -> bool:

@@ -7,10 +7,10 @@ import time
 
 import micropython
 from hal.host.fake_i2s import FakeMic, FakeSpeaker
-from wren import dsp
-from wren.audio import SAMPLES, Downlink, Uplink
-from wren.codec import PcmCodec
-from wren.ws import OP_BINARY, WebSocket
+from wren_device import dsp
+from wren_device.audio import SAMPLES, Downlink, Uplink
+from wren_device.codec import PcmCodec
+from wren_device.ws import OP_BINARY, WebSocket
 
 from shared_protocol import audio as framing
 

@@ -5,8 +5,8 @@ import json
 import sys
 
 from hal.host.board import HostBoard
-from wren import config
-from wren.device import Device
+from wren_device import config
+from wren_device.device import Device
 
 cfg = dict(config.DEFAULTS)
 cfg.update(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {})

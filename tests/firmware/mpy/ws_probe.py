@@ -1,9 +1,9 @@
-# Echo client over wren.ws: every message received is sent back with the same opcode; the text "!close"
+# Echo client over wren_device.ws: every message received is sent back with the same opcode; the text "!close"
 # makes the client close (1000). Prints one line per event for the test to read.
 import asyncio
 import sys
 
-from wren.ws import WebSocket, WsClosed
+from wren_device.ws import WebSocket, WsClosed
 
 
 async def main(url, max_message):

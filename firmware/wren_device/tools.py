@@ -2,8 +2,9 @@
 # prompts work unchanged.
 import asyncio
 
-from wren import info
-from wren.mcp import Prop
+from wren_device import info
+from wren_device.log import log
+from wren_device.mcp import Prop
 
 
 def register(mcp, device):
@@ -21,14 +22,14 @@ def register(mcp, device):
         "Set the volume of the audio speaker. If the current volume is unknown, you must call "
         "`self.get_device_status` tool first and then call this tool.",
         [Prop("volume", "integer", minimum=0, maximum=100)],
-        device.set_volume,
+        lambda volume: _set_volume(device, volume),
     )
     mcp.add_tool(
         "self.light.set_rgb",
         "Set the colour of the board's RGB light.",
         [Prop("r", "integer", minimum=0, maximum=255), Prop("g", "integer", minimum=0, maximum=255),
          Prop("b", "integer", minimum=0, maximum=255)],
-        device.set_rgb,
+        lambda r, g, b: _set_rgb(device, r, g, b),
     )
     mcp.add_tool(
         "self.get_system_info",
@@ -46,6 +47,18 @@ def register(mcp, device):
             [Prop("value", "integer", default=0, minimum=0, maximum=1000)],
             _echo,
         )
+
+
+def _set_volume(device, volume):
+    device.volume = volume
+    device.downlink.set_volume(volume)  # the real playback gain (viper scale-and-clamp)
+    log("volume", volume)
+    return True
+
+
+def _set_rgb(device, r, g, b):
+    device.board.led.set_rgb(r, g, b)
+    return True
 
 
 def _echo(value):

@@ -5,8 +5,8 @@ import asyncio
 import time
 
 from shared_protocol import messages
-from wren.log import log
-from wren.ws import WsClosed
+from wren_device.log import log
+from wren_device.ws import WsClosed
 
 _HELLO_TIMEOUT_MS = 10000  # §3.2: no server hello within 10 s -> give up on this attempt
 

@@ -11,9 +11,9 @@
 import asyncio
 import json
 
-from wren.log import log
+from shared_protocol.constants import TYPE_WREN_TIMERS
+from wren_device.log import log
 
-TIMERS = "wren_timers"
 _REOPEN_TRIES = 4  # each is a whole Channel.open() (with its own backoff), spaced by _REOPEN_GAP_MS
 _REOPEN_GAP_MS = 20000
 
@@ -30,7 +30,7 @@ class Keeper:
 
     def on_unknown(self, err, data):
         # A type shared_protocol does not know: ours (parsed here, leniently), or ignored (reference §5).
-        if err.type != TIMERS:
+        if err.type != TYPE_WREN_TIMERS:
             log("recv", "ignored:", err)
             return
         try:

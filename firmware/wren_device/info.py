@@ -1,7 +1,7 @@
 # What the device says about itself: the OTA body / self.get_system_info (§6.2) and get_device_status.
 import gc
 
-from wren import VERSION
+from wren_device import VERSION
 
 
 def system_info(cfg, board, identity, ssid):

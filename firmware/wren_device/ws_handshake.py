@@ -4,7 +4,7 @@ import binascii
 import hashlib
 import os
 
-from wren import net
+from wren_device import net
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 

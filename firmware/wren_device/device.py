@@ -1,19 +1,20 @@
 # The device state machine (reference §5, §8): idle, connecting, listening, speaking. The channel
-# (wren.channel) is opened on the first interaction and reused across turns; audio runs in two tasks
-# over the preallocated paths of wren.audio.
+# (wren_device.channel) is opened on the first interaction and reused across turns; audio runs in two
+# tasks over the preallocated paths of wren_device.audio.
 import asyncio
 import gc
 from collections import deque
 
 from shared_protocol import ProtocolError, UnknownMessageType, messages
-from wren import VERSION, tools
-from wren.audio import FRAME_MS, MIC_RATE, Downlink, Uplink
-from wren.channel import Channel
-from wren.codec import make_codec
-from wren.keeper import Keeper
-from wren.log import log
-from wren.mcp import McpServer
-from wren.ws import WebSocket, WsClosed
+from shared_protocol import constants as wire
+from wren_device import VERSION, tools
+from wren_device.audio import FRAME_MS, MIC_RATE, Downlink, Uplink
+from wren_device.channel import Channel
+from wren_device.codec import make_codec
+from wren_device.keeper import Keeper
+from wren_device.log import log
+from wren_device.mcp import McpServer
+from wren_device.ws import WebSocket, WsClosed
 
 IDLE = "idle"
 CONNECTING = "connecting"
@@ -62,7 +63,8 @@ class Device:
         self._audio = asyncio.Event()
         self._playing = False
         self._spk_writer = None
-        self._finished = False
+        self._stopping = False  # the board asked the app to end (hal/README.md)
+        self._turn_end = None  # the task that finishes the last reply (_after_playback)
         self.dropped_audio = 0
         self.mcp = McpServer(identity["board"], VERSION)
         tools.register(self.mcp, self)
@@ -78,23 +80,25 @@ class Device:
             log("state", "refused %s -> %s" % (self.state, new))
             return False
         log("state", "%s -> %s" % (self.state, new))
-        self.state = new
+        old, self.state = self.state, new
+        self.board.state_changed(old, new)
         return True
 
-    # ---- main loop: button events, one at a time -----------------------------------------------------
+    # ---- main loop: button events, one at a time, until the board says stop ------------------------------
     async def run(self):
         tasks = [asyncio.create_task(self._mic_task()), asyncio.create_task(self._speaker_task()),
                  asyncio.create_task(self.keeper.run())]
         self.board.button.start(self._on_button)
         log("device", "ready: mode %s, codec %s, protocol v%d" % (self.mode, self.codec.format, self.version))
         try:
-            while not self._finished:
-                while self._events and not self._finished:
+            while not self._stopping:
+                while self._events and not self._stopping:
                     await self._handle_button(self._events.popleft())
-                if self._finished:
-                    break
-                await self._wake.wait()
-                self._wake.clear()
+                if not self._stopping:
+                    await self._wake.wait()
+                    self._wake.clear()
+            if self._turn_end is not None:
+                await self._turn_end  # a reply that just ended plays out (and is accounted) first
         finally:
             for t in tasks:
                 t.cancel()
@@ -108,6 +112,9 @@ class Device:
             "heap %d bytes" % (self.heap_peak, self.live_peak, gc.mem_alloc() + gc.mem_free()))
 
     def _on_button(self, kind):
+        # The board's input (hal/README.md): press, release or stop; "reopen" comes from the keeper.
+        if kind == "stop":
+            self._stopping = True
         self._events.append(kind)
         self._wake.set()
 
@@ -116,7 +123,7 @@ class Device:
         if kind == "press":
             if s == IDLE:
                 await self._start_listening()
-            elif s == LISTENING and self.mode != "manual":
+            elif s == LISTENING and self.mode != wire.MODE_MANUAL:
                 log("device", "button while listening: closing the channel")  # §8.2 step 7
                 self._mic(False)
                 await self.channel.drop()
@@ -124,9 +131,9 @@ class Device:
             elif s == SPEAKING:
                 await self.channel.send(messages.abort(self.session_id))  # button abort: no reason (§5.2)
                 self.downlink.flush()  # stop talking now; the state waits for the server's tts stop
-                if self.mode == "manual":  # push-to-talk: abort and listen at once
+                if self.mode == wire.MODE_MANUAL:  # push-to-talk: abort and listen at once
                     await self._start_listening()
-        elif kind == "release" and s == LISTENING and self.mode == "manual":
+        elif kind == "release" and s == LISTENING and self.mode == wire.MODE_MANUAL:
             self._mic(False)
             await self.channel.send(messages.listen_stop(self.session_id))
             self._set(IDLE)
@@ -177,21 +184,21 @@ class Device:
             log("recv", "malformed server frame ignored:", e)
             return
         t = msg["type"]
-        if t == "hello":
+        if t == wire.TYPE_HELLO:
             self._on_hello(msg)
-        elif t == "mcp":
+        elif t == wire.TYPE_MCP:
             reply = self.mcp.handle(msg["payload"])
             if reply is not None:
                 await self.channel.send(messages.mcp(reply, self.session_id))
-        elif t == "tts":
+        elif t == wire.TYPE_TTS:
             self._on_tts(msg)
-        elif t == "stt":
+        elif t == wire.TYPE_STT:
             log("stt", msg.get("text", ""))
-        elif t == "llm":
+        elif t == wire.TYPE_LLM:
             log("llm", "emotion", msg.get("emotion"))
-        elif t == "system" and msg.get("command") == "reboot":
+        elif t == wire.TYPE_SYSTEM and msg.get("command") == wire.SYSTEM_REBOOT:
             self.board.reboot()
-        elif t == "alert":
+        elif t == wire.TYPE_ALERT:
             log("alert", msg.get("status"), msg.get("message"))
         else:
             log("recv", "ignored", t)
@@ -212,17 +219,17 @@ class Device:
 
     def _on_tts(self, msg):
         st = msg["state"]
-        if st == "start":
+        if st == wire.TTS_START:
             if self.state != CONNECTING and self._set(SPEAKING):  # ignored while connecting (§5.5)
                 self.dropped_audio = 0
-                if self.mode != "realtime":
+                if self.mode != wire.MODE_REALTIME:
                     self._mic(False)
-        elif st == "sentence_start":
+        elif st == wire.TTS_SENTENCE_START:
             log("tts", "sentence_start", msg.get("text", ""))
-        elif st == "stop" and self.state == SPEAKING:
+        elif st == wire.TTS_STOP and self.state == SPEAKING:
             log("tts", "stop")
-            self._set(IDLE if self.mode == "manual" else LISTENING)
-            asyncio.create_task(self._after_playback())
+            self._turn_end = asyncio.create_task(self._after_playback())
+            self._set(IDLE if self.mode == wire.MODE_MANUAL else LISTENING)
 
     async def _after_playback(self):
         # §5.1/§9.3: re-arm the mic only after local playback has drained.
@@ -234,12 +241,10 @@ class Device:
         live = gc.mem_alloc()
         self.live_peak = max(self.live_peak, live)
         log("heap", "live after turn %d bytes" % live)
-        if self.board.turn_done():
-            self._finished = True
-            self._wake.set()
+        if self._stopping or self.mode != wire.MODE_AUTO:
             return
-        if self.mode == "auto" and self.state == LISTENING and self.channel.usable():
-            if await self.channel.send(messages.listen_start(self.session_id, "auto")):
+        if self.state == LISTENING and self.channel.usable():
+            if await self.channel.send(messages.listen_start(self.session_id, wire.MODE_AUTO)):
                 self._mic(True)
 
     # ---- audio tasks ---------------------------------------------------------------------------------
@@ -286,14 +291,3 @@ class Device:
             used = gc.mem_alloc()
             if used > self.heap_peak:
                 self.heap_peak = used
-
-    # ---- tool backends (wren.tools) ------------------------------------------------------------------
-    def set_volume(self, volume):
-        self.volume = volume
-        self.downlink.set_volume(volume)  # the real playback gain (viper scale-and-clamp)
-        log("volume", volume)
-        return True
-
-    def set_rgb(self, r, g, b):
-        self.board.led.set_rgb(r, g, b)
-        return True

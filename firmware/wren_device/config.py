@@ -1,8 +1,10 @@
 # config.json (what the maker writes) and state.json (what the device learns: Client-Id, OTA results).
-# On the board both live at the filesystem root; the simulation points at files with WREN_SIM_CONFIG and
-# WREN_SIM_STATE (os.getenv exists on the unix port, not on the ESP32).
+# Where they live is the board's business (hal.config_path() / hal.state_path(), hal/README.md): the
+# filesystem root on the ESP32, files chosen by the simulation on the host.
 import json
 import os
+
+from shared_protocol.constants import LISTEN_MODES, MODE_AUTO
 
 DEFAULTS = {
     "wifi": [],  # [{"ssid": "...", "password": "..."}], tried in order
@@ -10,7 +12,7 @@ DEFAULTS = {
     "ota_url": "",  # http(s)://host:port/xiaozhi/ota/ ; its websocket section wins over server_url
     "token": "",
     "board": "esp32s3-breadboard",
-    "listen_mode": "auto",  # auto | manual | realtime
+    "listen_mode": MODE_AUTO,  # one of LISTEN_MODES: auto | manual | realtime
     "volume": 70,
     "protocol_version": 1,
     "language": "en-US",
@@ -21,20 +23,6 @@ DEFAULTS = {
 }
 
 
-def _env(name, default):
-    getenv = getattr(os, "getenv", None)
-    value = getenv(name) if getenv else None
-    return value if value else default
-
-
-def config_path():
-    return _env("WREN_SIM_CONFIG", "/config.json")
-
-
-def state_path():
-    return _env("WREN_SIM_STATE", "/state.json")
-
-
 def _read_json(path):
     try:
         with open(path) as f:
@@ -43,21 +31,22 @@ def _read_json(path):
         return {}
 
 
-def load():
+def load(path):
+    # -> the configuration: DEFAULTS overlaid with the JSON object at `path` (missing file = defaults).
     cfg = dict(DEFAULTS)
-    loaded = _read_json(config_path())
+    loaded = _read_json(path)
     if not isinstance(loaded, dict):
         raise ValueError("config.json must hold a JSON object")
     cfg.update(loaded)
-    if cfg["listen_mode"] not in ("auto", "manual", "realtime"):
-        raise ValueError("listen_mode must be auto, manual or realtime")
+    if cfg["listen_mode"] not in LISTEN_MODES:
+        raise ValueError("listen_mode must be one of " + ", ".join(LISTEN_MODES))
     return cfg
 
 
 class State:
     # Small persistent key/value store (the NVS of the official firmware).
-    def __init__(self, path=None):
-        self.path = path or state_path()
+    def __init__(self, path):
+        self.path = path
         self.data = _read_json(self.path)
         if not isinstance(self.data, dict):
             self.data = {}

@@ -3,7 +3,7 @@
 from micropython import const
 
 from shared_protocol import audio as framing
-from wren import dsp
+from wren_device import dsp
 
 MIC_RATE = const(16000)
 FRAME_MS = const(60)

@@ -2,10 +2,9 @@
 import asyncio
 import gc
 
-from wren import VERSION, config, net
-from wren.hal import make_board, on_fatal
-from wren.info import system_info
-from wren.log import log
+from wren_device import VERSION, config, hal, net
+from wren_device.info import system_info
+from wren_device.log import log
 
 
 def _device_id(cfg, board):
@@ -15,9 +14,9 @@ def _device_id(cfg, board):
 
 
 async def main():
-    cfg = config.load()
-    state = config.State()
-    board = make_board(cfg)
+    cfg = config.load(hal.config_path())
+    state = config.State(hal.state_path())
+    board = hal.make_board(cfg)
     identity = {
         "device_id": _device_id(cfg, board),
         "client_id": config.client_id(state),
@@ -42,9 +41,9 @@ async def main():
     # The big audio buffers come before the larger modules are imported: on a small heap a 38 KB
     # block may no longer be found once code and its compile-time garbage are spread over it.
     gc.collect()
-    from wren.audio import Downlink, Uplink
-    from wren.codec import make_codec
-    from wren.ws import WebSocket
+    from wren_device.audio import Downlink, Uplink
+    from wren_device.codec import make_codec
+    from wren_device.ws import WebSocket
 
     codec = make_codec(cfg.get("opus", True))
     paths = (
@@ -52,7 +51,7 @@ async def main():
         Downlink(codec, version, cfg.get("max_downlink_rate", 16000), cfg.get("downlink_buffer_ms", 1200)),
         WebSocket(max_message=cfg.get("max_message", 8192)),
     )
-    from wren.device import Device
+    from wren_device.device import Device
 
     device = Device(cfg, board, identity, url, token, version, ssid, codec, paths)
     await device.run()
@@ -62,6 +61,6 @@ def run():
     try:
         asyncio.run(main())
     except Exception as e:
-        on_fatal(e)
+        hal.on_fatal(e)
     finally:
         asyncio.new_event_loop()

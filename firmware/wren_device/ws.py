@@ -8,8 +8,9 @@ import struct
 
 from micropython import const
 
-from wren import dsp
-from wren.ws_handshake import HandshakeError, handshake
+from shared_protocol.constants import CLOSE_NORMAL, CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG
+from wren_device import dsp
+from wren_device.ws_handshake import HandshakeError, handshake
 
 OP_CONT = const(0)
 OP_TEXT = const(1)
@@ -18,9 +19,7 @@ OP_CLOSE = const(8)
 OP_PING = const(9)
 OP_PONG = const(10)
 
-CLOSE_NORMAL = const(1000)
-CLOSE_PROTOCOL = const(1002)
-CLOSE_TOO_BIG = const(1009)
+CLOSE_NO_STATUS = const(1005)  # never on the wire: a received close frame without a code
 CLOSE_ABNORMAL = const(1006)  # never on the wire: the TCP connection just went away
 
 
@@ -165,9 +164,9 @@ class WebSocket:
                 op = b0 & 0x0F
                 n = b1 & 0x7F
                 if b0 & 0x70:
-                    await self._fail(CLOSE_PROTOCOL, "reserved bits set")
+                    await self._fail(CLOSE_PROTOCOL_ERROR, "reserved bits set")
                 if b1 & 0x80:
-                    await self._fail(CLOSE_PROTOCOL, "masked frame from server")
+                    await self._fail(CLOSE_PROTOCOL_ERROR, "masked frame from server")
                 if n == 126:
                     await self._fill(self._rh2)
                     n = (rh[0] << 8) | rh[1]
@@ -178,18 +177,18 @@ class WebSocket:
                         n = self.max_message + 1
                 if op >= 8:
                     if n > 125 or not fin:
-                        await self._fail(CLOSE_PROTOCOL, "bad control frame")
+                        await self._fail(CLOSE_PROTOCOL_ERROR, "bad control frame")
                     await self._control(op, n)
                     continue
                 if op == OP_CONT:
                     if msg_op < 0:
-                        await self._fail(CLOSE_PROTOCOL, "continuation without a start")
+                        await self._fail(CLOSE_PROTOCOL_ERROR, "continuation without a start")
                 elif op in (OP_TEXT, OP_BINARY):
                     if msg_op >= 0:
-                        await self._fail(CLOSE_PROTOCOL, "new message inside a fragmented one")
+                        await self._fail(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one")
                     msg_op = op
                 else:
-                    await self._fail(CLOSE_PROTOCOL, "unknown opcode")
+                    await self._fail(CLOSE_PROTOCOL_ERROR, "unknown opcode")
                 if total + n > self.max_message:
                     await self._fail(CLOSE_TOO_BIG, "message too big")
                 if n:
@@ -209,12 +208,12 @@ class WebSocket:
         if op == OP_PING:
             await self._send(OP_PONG, self._ctl, n)
         elif op == OP_CLOSE:
-            code = ((self._ctl[0] << 8) | self._ctl[1]) if n >= 2 else 1005
+            code = ((self._ctl[0] << 8) | self._ctl[1]) if n >= 2 else CLOSE_NO_STATUS
             reason = bytes(self._ctl[2:n]).decode() if n > 2 else ""
             self.close_code = code
             if not self._close_sent:
                 # Echo the close (RFC 6455 §5.5.1); 1005 must not go on the wire, so answer with no code.
-                await self._send_close(code if code != 1005 else None)
+                await self._send_close(code if code != CLOSE_NO_STATUS else None)
             self.open = False
             await self._abort()
             raise WsClosed(code, reason)

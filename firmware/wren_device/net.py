@@ -2,7 +2,7 @@
 import asyncio
 import json
 
-from wren.log import log
+from wren_device.log import log
 
 
 async def wifi_connect(wlan, networks, attempts=3, timeout_ms=15000):

@@ -1,6 +1,6 @@
 # Audio codec: an `opus` C module when the firmware has one (docs/firmware.md explains how to build it),
 # otherwise PCM 16-bit mono, announced as audio_params.format "pcm" in the hello (the server honours it).
-from wren import dsp
+from wren_device import dsp
 
 
 class PcmCodec:
