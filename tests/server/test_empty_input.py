@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from wren.agent.engines.base import render_empty_prompt
-from wren.session.empty_input import EmptyInputRule, EmptyKind, GiveUp, Prompt, Silence
-from wren.session.state import ListenMode
+from wren.pipeline.turn_decision import EmptyInputRule, EmptyKind, GiveUp, Prompt, Silence
+from wren.pipeline.turn_detection import ListenMode
 
 from tests.support.device import TestDevice
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from wren.session.pacer import PlaybackPacer
+from wren.pipeline.pacer import PlaybackPacer
 
 
 class FakeClock:

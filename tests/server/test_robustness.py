@@ -12,6 +12,12 @@ from wren.app import WrenServer
 from wren.config import Config, ConfigError
 
 from shared_protocol import messages
+from shared_protocol.constants import (
+    CLOSE_BAD_AUDIO_PARAMS,
+    CLOSE_BAD_HELLO,
+    CLOSE_MISSING_DEVICE_ID,
+    CLOSE_NO_HELLO,
+)
 from tests.server.helpers import assert_complete_reply, speak, words
 from tests.support.device import TestDevice
 
@@ -74,7 +80,7 @@ async def test_socket_that_never_says_hello_is_closed_after_hello_timeout(start_
     async with TestDevice(server.ws_url, mcp=False) as silent:
         await silent.open()
         code, reason = await silent.wait_closed(10)
-    assert code == 4408 and "hello" in reason
+    assert code == CLOSE_NO_HELLO and "hello" in reason
 
 
 async def test_idle_connection_is_closed_by_the_idle_timer(start_server):
@@ -89,7 +95,7 @@ async def test_connection_without_device_id_is_closed_with_a_clear_reason(server
     async with TestDevice(server.ws_url, send_identity=False, mcp=False) as anonymous:
         await anonymous.open()
         code, reason = await anonymous.wait_closed(10)
-    assert code == 4400 and "device id" in reason
+    assert code == CLOSE_MISSING_DEVICE_ID and "device id" in reason
 
 
 async def test_plain_http_get_says_the_server_is_running(server):
@@ -113,7 +119,7 @@ async def test_invalid_hello_is_refused_at_once_with_the_reason(server):
         await dev.open()
         await dev.send_text('{"type":"hello","version":1,"audio_params":{"format":"opus"}}')  # no transport
         code, reason = await dev.wait_closed(5)
-    assert code == 4400 and reason == "invalid hello: transport: is required"
+    assert code == CLOSE_BAD_HELLO and reason == "invalid hello: transport: is required"
 
 
 async def test_hello_with_undecodable_uplink_is_refused_with_the_reason(server):
@@ -122,7 +128,7 @@ async def test_hello_with_undecodable_uplink_is_refused_with_the_reason(server):
         await dev.send_json(messages.hello_device(
             audio_params=messages.audio_params("opus", 16000, 1, 5), features={}))  # no 5 ms Opus
         code, reason = await dev.wait_closed(5)
-    assert code == 4415 and reason.startswith("unsupported audio_params")
+    assert code == CLOSE_BAD_AUDIO_PARAMS and reason.startswith("unsupported audio_params")
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
 from wren.config import AsrConfig, VadConfig
-from wren.session.capture import UtteranceCapture
-from wren.session.state import ListenMode
+from wren.pipeline.frames import Utterance
+from wren.pipeline.turn_detection import ListenMode
+from wren.pipeline.uplink import Uplink, utterance_of
 from wren.speech.asr import AsrError, load_asr
-from wren.speech.asr.process_engine import ProcessAsrEngine
+from wren.speech.asr.workers import ProcessAsrEngine
+from wren.speech.asr.workers.channel import Partial
 from wren.speech.codec import make_decoder
 
 from tests.speech.conftest import CHUNK_60MS_16K, feed_in_chunks, recognise, spoken
@@ -115,20 +118,20 @@ def test_a_stream_dropped_without_close_is_released_in_the_worker(process_engine
     stream = process_engine.open_stream()
     stream.accept(spoken("what time is it")[:CHUNK_60MS_16K])
     worker, sid = stream._worker, stream.sid
-    assert worker.request("partial", sid) == ""  # the worker holds it
+    assert worker.channel.request(Partial, sid).text == ""  # the worker holds it
     del stream  # never closed (a bug elsewhere): the worker must not keep its recogniser forever
-    assert sid in worker.dropped
+    assert sid in worker.channel.dropped
     with pytest.raises(AsrError, match="unknown ASR stream"):  # the next message carried the release
-        worker.request("partial", sid)
-    assert sid not in worker.dropped
+        worker.channel.request(Partial, sid)
+    assert sid not in worker.channel.dropped
 
 
 def test_accept_never_blocks_on_a_stalled_worker_and_overflow_fails_only_that_stream(monkeypatch):
     """A worker that stops reading (SIGSTOP: as if hopelessly behind) fills its 64 KB pipe; accept() must
     return anyway, and past the outbox bound the stream fails loudly instead of stalling the caller."""
-    from wren.speech.asr import process_engine
+    from wren.speech.asr.workers import channel
 
-    monkeypatch.setattr(process_engine, "MAX_QUEUED_AUDIO_BYTES", 16000 * 2 * 4)  # 4 s of audio
+    monkeypatch.setattr(channel, "MAX_QUEUED_AUDIO_BYTES", 16000 * 2 * 4)  # 4 s of audio
     engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1, workers=1))
     outcome: dict[str, object] = {}
     try:
@@ -179,28 +182,33 @@ def test_killing_a_worker_mid_stream_fails_that_stream_and_the_next_stream_works
 
 
 def test_a_dead_worker_turns_the_utterance_into_one_without_text(silero_vad):
-    """What the session sees: the capture reports speech but no words, and the next utterance is heard."""
+    """What the session sees: the uplink reports speech but no words, and the next utterance is heard."""
     engine = load_asr(AsrConfig(engine="pocketsphinx", pool_size=1, workers=1))
     speech = SimpleNamespace(vad=silero_vad, asr=engine)
-    capture = UtteranceCapture(speech, VadConfig(), make_decoder("pcm", 16000), 16000, speaker="lounge")
+
+    def utterance(first_half_then: Callable[[], None] | None = None) -> Utterance:
+        uplink = Uplink(speech, VadConfig(), make_decoder("pcm", 16000), 16000, ListenMode.MANUAL, "lounge")
+        try:
+            chunks = [pcm[i : i + CHUNK_60MS_16K] for i in range(0, len(pcm), CHUNK_60MS_16K)]
+            for index, chunk in enumerate(chunks):
+                if first_half_then is not None and index == len(chunks) // 2:
+                    assert uplink.heard_speech
+                    first_half_then()
+                uplink.feed_run([chunk])
+            found = utterance_of(uplink.end())
+            assert found is not None
+            return found
+        finally:
+            uplink.close()
+
     try:
         pcm = spoken("what time is it")
-        capture.begin(ListenMode.MANUAL)
-        for i in range(0, len(pcm) // 2, CHUNK_60MS_16K):
-            capture.process(pcm[i : i + CHUNK_60MS_16K])
-        assert capture.heard_speech
-        os.kill(capture._asr._worker.pid, signal.SIGKILL)
-        for i in range(len(pcm) // 2, len(pcm), CHUNK_60MS_16K):
-            capture.process(pcm[i : i + CHUNK_60MS_16K])
-        result = capture.finish()
-        assert result.heard_speech and result.text == ""
+        (pid,) = engine.worker_pids
+        lost = utterance(first_half_then=lambda: os.kill(pid, signal.SIGKILL))
+        assert lost.heard_speech and lost.text == ""
         engine.wait_all_ready(120)
-        capture.begin(ListenMode.MANUAL)
-        for i in range(0, len(pcm), CHUNK_60MS_16K):
-            capture.process(pcm[i : i + CHUNK_60MS_16K])
-        assert capture.finish().text == "what time is it"
+        assert utterance().text == "what time is it"
     finally:
-        capture.abandon()
         engine.close()
 
 

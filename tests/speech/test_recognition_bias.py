@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 from wren.agent.vocabulary import MAX_PHRASES, recognition_phrases
 from wren.config import AsrConfig, VadConfig
-from wren.session.capture import UtteranceCapture
-from wren.session.state import ListenMode
+from wren.pipeline.turn_detection import ListenMode
+from wren.pipeline.uplink import Uplink, utterance_of
 from wren.speech.asr import load_asr
 from wren.speech.asr.bias import STRONG_MARGIN, WEAK_MARGIN, PhraseBias, margin_for
 from wren.speech.codec import make_decoder
@@ -92,15 +92,15 @@ def test_open_questions_stay_as_heard(moonshine):
         assert biased(moonshine, spoken(sentence), phrases, STRONG_MARGIN) == heard
 
 
-def test_the_session_capture_hands_its_phrase_set_to_the_recogniser(silero_vad, moonshine):
+def test_the_uplink_hands_the_sessions_phrase_set_to_the_recogniser(silero_vad, moonshine):
     speech = SimpleNamespace(vad=silero_vad, asr=moonshine)
-    capture = UtteranceCapture(speech, VadConfig(), make_decoder("pcm", 16000), 16000, "kitchen",
-                               bias=lambda: (recognition_phrases([LIGHT_TOOL]), STRONG_MARGIN))
-    capture.begin(ListenMode.MANUAL)
+    uplink = Uplink(speech, VadConfig(), make_decoder("pcm", 16000), 16000, ListenMode.MANUAL, "kitchen",
+                    bias=lambda: (recognition_phrases([LIGHT_TOOL]), STRONG_MARGIN))
     pcm = spoken("turn on the kitchen light")
     for i in range(0, len(pcm), 1920):
-        capture.process(pcm[i : i + 1920])
-    assert capture.finish().text == "Turn on the kitchen light."
+        uplink.feed_run([pcm[i : i + 1920]])
+    assert utterance_of(uplink.end()).text == "Turn on the kitchen light."
+    uplink.close()
 
 
 def test_function_words_are_never_replaced_even_when_the_model_hesitated():

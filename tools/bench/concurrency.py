@@ -11,7 +11,7 @@ not upload (as a stock device without AEC), and after `tts stop` it sends `liste
 
 Uplink lag (server side, per frame, from the `wren-timing uplink` records): the time at which the
 server finished processing a frame (decode + resample + VAD + ASR accept) minus the frame's slot on the
-real-time schedule of its stream (anchored at the earliest arrival; see wren/session/timing.py). It
+real-time schedule of its stream (anchored at the earliest arrival; see wren/pipeline/timing.py). It
 includes socket/event-loop backlog, inbox queueing, executor wait and the work itself. The client's own
 send lag (actual send time minus the frame's slot) is reported too, to show the load generator kept up.
 

@@ -13,7 +13,7 @@ says piper-spoken everyday sentences, covered by quiet room noise:
 
 Once the first audio frame has arrived the device sends `abort` (only to keep the run short; the
 reply's own timing is already measured), waits for `tts stop`, and goes on with the next sentence.
-The split comes from the server's `wren-timing turn` log records (wren/session/timing.py), matched
+The split comes from the server's `wren-timing turn` log records (wren/pipeline/timing.py), matched
 to client turns on the shared monotonic clock.
 """
 

@@ -105,7 +105,7 @@ class UplinkTiming:
     def __init__(self, device: str) -> None:
         self.device = device
         self.frame_s = 0.06
-        self._arrivals: deque[float] = deque()
+        self._arrivals: deque[float] = deque()  # bounded by the inbox: one stamp per frame waiting in it
         self._anchor: float | None = None
         self._index = 0
         self.frames = 0

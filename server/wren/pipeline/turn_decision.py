@@ -1,4 +1,5 @@
-"""The empty-input rule: "hub decides, NLG renders" (seeds/xiaozhi-dialogue-flow.txt).
+"""The turn decision: answer the words, or apply the empty-input rule ("hub decides, NLG renders",
+seeds/xiaozhi-dialogue-flow.txt).
 
 The session classifies every turn that produced no words, counts them, and decides what to do; the
 agent only words a prompt (`agent.render_prompt(session_key, kind, count)`).
@@ -25,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from wren.session.state import ListenMode
+from wren.pipeline.turn_detection import ListenMode
 
 GIVE_UP_AFTER = 3
 
@@ -81,3 +82,40 @@ class EmptyInputRule:
         if armed_by_wake or kind is EmptyKind.NO_TEXT:
             return Prompt(wording, count)
         return Silence()
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str  # the recognised words: the agent answers them
+
+
+TurnDecision = Reply | Prompt | Silence | GiveUp
+
+
+class TurnDecider:
+    """What the session does with an utterance: answer its words, or apply the empty-input rule.
+
+    `keep_socket`: something will still speak on this socket (a pending timer), so the rule never says
+    goodbye then; it listens quietly instead."""
+
+    def __init__(self) -> None:
+        self.rule = EmptyInputRule()
+        self.armed_by_wake = False  # listening was (re)armed by a wake word, not a button
+
+    def wake(self) -> None:
+        self.armed_by_wake = True
+
+    def typed(self) -> None:
+        self.rule.real_input()
+
+    def decide(self, text: str, mode: ListenMode, heard_speech: bool, keep_socket: bool) -> TurnDecision:
+        if text:
+            self.rule.real_input()
+            self.armed_by_wake = False
+            return Reply(text)
+        decision = self.rule.decide(self.rule.classify(mode, heard_speech), self.armed_by_wake)
+        if isinstance(decision, GiveUp) and keep_socket:
+            return Silence()
+        if isinstance(decision, Prompt | GiveUp):
+            self.armed_by_wake = False
+        return decision

@@ -1,0 +1,153 @@
+"""The frames that flow through a turn: every stage takes frames in and puts frames out.
+
+Two kinds, as in Pipecat:
+- data frames carry the turn's content (audio, words, sentences, packets) and are queued in order;
+- control frames mark where the stream is (speech began, the speaker paused, the input ended, a stage
+  failed). They travel in the same order as the data around them, so a stage always sees "the audio,
+  then the pause that followed it".
+A frame type a stage does not handle is passed on unchanged, so stages can be chained freely.
+
+Frames are small immutable records; the uplink makes several per 60 ms packet, which costs microseconds
+next to decoding it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Frame:
+    """Base of every frame (for type hints: a stage's input and output)."""
+
+    __slots__ = ()
+
+
+class DataFrame(Frame):
+    __slots__ = ()
+
+
+class ControlFrame(Frame):
+    __slots__ = ()
+
+
+# ---- uplink: device packets → words ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UplinkPacket(DataFrame):
+    """One encoded audio packet from the device (the binary frame's payload, header already removed)."""
+
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pcm(DataFrame):
+    """Mono 16-bit little-endian PCM at `rate` Hz."""
+
+    pcm: bytes
+    rate: int
+
+    @property
+    def duration_ms(self) -> float:
+        return len(self.pcm) / 2 / self.rate * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceActivity(DataFrame):
+    """A chunk of 16 kHz audio with the VAD's speech probability for each window that chunk completed."""
+
+    audio: Pcm
+    probabilities: tuple[float, ...]
+    window_ms: int
+
+
+class InputEnd(StrEnum):
+    """Why an utterance's input ended."""
+
+    SILENCE = "end"  # auto/realtime: the silence window elapsed after speech
+    MAX_LENGTH = "max_length"  # the utterance reached vad.max_utterance_s
+    NO_SPEECH = "no_speech"  # listening for vad.no_speech_timeout_s without any speech
+    LISTEN_STOP = "listen stop"  # the device said so (manual mode, or any mode's explicit stop)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechOnset(ControlFrame):
+    """Speech confirmed (vad.min_speech_ms of it): the recogniser opens; in realtime, the barge-in point."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechPause(ControlFrame):
+    """vad.pause_ms of silence after speech: a whole-utterance recogniser decodes speculatively now."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechResume(ControlFrame):
+    """Speech again after a pause: the speculative decode is stale."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfInput(ControlFrame):
+    """No more audio for this utterance; the recogniser finishes on it."""
+
+    reason: InputEnd
+    at: float  # time.monotonic() when the end was detected or asked for
+    heard_speech: bool = False  # filled in by the turn detector as the frame passes it
+    audio_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance(DataFrame):
+    """What the uplink made of one utterance."""
+
+    text: str
+    heard_speech: bool
+    audio_ms: int  # uplink audio received for this utterance
+    reason: InputEnd
+    ended_at: float  # the EndOfInput's time
+    decoded_at: float  # when the recogniser's final words were out
+
+
+@dataclass(frozen=True, slots=True)
+class StageError(ControlFrame):
+    """A stage could not handle one frame (a corrupt packet, a recogniser that died); the stream goes on."""
+
+    stage: str
+    error: Exception
+    recoverable: bool = True
+
+
+# ---- downlink: agent → device ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(DataFrame):
+    """A piece of the agent's reply text, as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmotionFrame(DataFrame):
+    """The face to show (reference §5.4 `llm` emotion)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence(DataFrame):
+    """One sentence (or clause) of the reply, to be synthesised; `sentence_start` goes out with its audio."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Packet(DataFrame):
+    """One encoded downlink audio frame, ready for the socket."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfStream(ControlFrame):
+    """The producer is done: every stage flushes what it holds and passes this on."""

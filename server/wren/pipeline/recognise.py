@@ -1,0 +1,136 @@
+"""The recognition stage: 16 kHz audio and turn-detection frames in, one `Utterance` out at the end.
+
+Why the recogniser is opened only at speech onset: recognisers are the expensive per-stream resource; 200
+idle devices (or devices streaming silence) hold none. A pre-roll ring keeps the audio just before onset
+(`vad.preroll_ms`, plus the `min_speech_ms` that confirmed it), so the first syllable reaches the
+recogniser too (reference §9.1, xinnan PR #338).
+
+It is opened with `speaker=<device id>`, so pocketsphinx starts from the cepstral mean this device's previous
+utterance ended with (its microphone and room), and with the session's phrase bias where the engine takes one.
+The pause / resume frames are passed to a whole-utterance recogniser (moonshine) as hints, so it decodes
+during the pause and little is left at the end.
+
+A recogniser that fails (`AsrError`, e.g. its worker process died) costs only that utterance's words: a
+`StageError` frame says so, VAD and the turn go on, and the `Utterance` has no text (the session's normal
+no-text path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from wren.pipeline.frames import (
+    EndOfInput,
+    Frame,
+    Pcm,
+    SpeechOnset,
+    SpeechPause,
+    SpeechResume,
+    StageError,
+    Utterance,
+)
+from wren.pipeline.stage import BlockingStage
+from wren.speech.asr.errors import AsrError
+
+log = logging.getLogger(__name__)
+
+Bias = Callable[[], tuple[tuple[str, ...], float]]  # (phrases Wren can act on, strength)
+
+
+class RecogniseStage(BlockingStage):
+    name = "recognise"
+
+    def __init__(
+        self, asr: Any, preroll_bytes: int, speaker: str | None = None, bias: Bias | None = None
+    ) -> None:
+        self._engine = asr  # an AsrEngine: open_stream(speaker) → AsrStream
+        self._speaker = speaker
+        self._bias = bias
+        self._stream: Any = None
+        self._heard = False
+        # Overflow policy: drop the oldest audio (only the last `preroll_bytes` matter before onset).
+        self._preroll: deque[bytes] = deque()
+        self._preroll_size = 0
+        self._preroll_limit = preroll_bytes
+
+    def process(self, frame: Frame) -> Iterable[Frame]:
+        if isinstance(frame, Pcm):
+            if self._stream is not None:
+                return self._guard(self._stream.accept, frame.pcm)
+            if not self._heard:
+                self._remember(frame.pcm)
+            return ()
+        if isinstance(frame, SpeechOnset):
+            return (frame, *self._open())
+        if isinstance(frame, SpeechPause | SpeechResume):
+            hint = getattr(self._stream, "pause" if isinstance(frame, SpeechPause) else "resume", None)
+            return self._guard(hint) if hint is not None else ()
+        if isinstance(frame, EndOfInput):
+            return self._finish(frame)
+        return (frame,)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            try:
+                stream.close()
+            except AsrError as exc:  # a recogniser that cannot be released is already gone
+                log.warning("releasing the recogniser failed: %s", exc)
+        self._preroll.clear()
+
+    def _remember(self, pcm: bytes) -> None:
+        self._preroll.append(pcm)
+        self._preroll_size += len(pcm)
+        while self._preroll and self._preroll_size - len(self._preroll[0]) >= self._preroll_limit:
+            self._preroll_size -= len(self._preroll.popleft())
+
+    def _open(self) -> list[Frame]:
+        self._heard = True
+        out: list[Frame] = []
+        try:
+            self._stream = self._engine.open_stream(speaker=self._speaker)
+            prefer = getattr(self._stream, "bias", None)
+            if prefer is not None and self._bias is not None:
+                prefer(*self._bias())
+        except AsrError as exc:
+            out.extend(self._lost(exc))
+        for chunk in self._preroll:  # the audio before and during onset confirmation
+            if self._stream is not None:
+                out.extend(self._guard(self._stream.accept, chunk))
+        self._preroll.clear()
+        self._preroll_size = 0
+        return out
+
+    def _finish(self, end: EndOfInput) -> list[Frame]:
+        text = ""
+        out: list[Frame] = []
+        if self._stream is not None:
+            try:
+                text = self._stream.finish().strip()
+            except AsrError as exc:
+                log.warning("speech recognition failed at the end of the utterance: %s", exc)
+                out.append(StageError(self.name, exc))
+        self.close()
+        out.append(Utterance(text, end.heard_speech, end.audio_ms, end.reason, end.at, time.monotonic()))
+        return out
+
+    def _guard(self, call: Callable[..., Any], *args: Any) -> list[Frame]:
+        try:
+            call(*args)
+        except AsrError as exc:
+            return self._lost(exc)
+        return []
+
+    def _lost(self, exc: AsrError) -> list[Frame]:
+        """Go on without words for this utterance; the next utterance opens a fresh recogniser."""
+        log.warning("speech recognition failed mid-utterance (the turn will have no text): %s", exc)
+        if self._stream is not None:
+            with contextlib.suppress(AsrError):
+                self._stream.close()
+            self._stream = None
+        return [StageError(self.name, exc)]

@@ -1,0 +1,150 @@
+"""The uplink of one utterance: decode → resample to 16 kHz → VAD → turn detection → recognition.
+
+`Uplink` is built at every `listen start` (or wake word) and closed when the utterance is over or
+abandoned: a new utterance never inherits a VAD context, a resampler tail or a recogniser from the last.
+
+Everything here is blocking CPU work and runs in the listen executor, one call at a time per session (the
+session handles its frames strictly in order), so nothing needs locks. `feed_run` takes a run of
+consecutive packets in one executor job, and stops right after the first packet that produced a turn
+event, so the session acts on it (barge-in, the end of the utterance) before the packets after it are fed,
+exactly as if they came one by one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from wren.config import VadConfig
+from wren.pipeline.frames import (
+    EndOfInput,
+    Frame,
+    InputEnd,
+    Pcm,
+    SpeechOnset,
+    StageError,
+    UplinkPacket,
+    Utterance,
+    VoiceActivity,
+)
+from wren.pipeline.recognise import Bias, RecogniseStage
+from wren.pipeline.stage import BlockingStage, Chain
+from wren.pipeline.turn_detection import ListenMode, TurnDetector
+from wren.speech.codec import CodecError
+from wren.speech.resample import Resampler
+
+ASR_RATE = 16000
+
+
+class DecodeStage(BlockingStage):
+    """Device packets (Opus or PCM) → PCM at the device's rate; a corrupt packet becomes a StageError."""
+
+    name = "decode"
+
+    def __init__(self, decoder: Any, rate: int) -> None:
+        self._decoder = decoder
+        self._rate = rate
+
+    def process(self, frame: Frame) -> Iterable[Frame]:
+        if not isinstance(frame, UplinkPacket):
+            return (frame,)
+        try:
+            return (Pcm(self._decoder.decode(frame.payload), self._rate),)
+        except CodecError as exc:
+            return (StageError(self.name, exc),)
+
+
+class ResampleStage(BlockingStage):
+    name = "resample"
+
+    def __init__(self, from_rate: int, to_rate: int = ASR_RATE) -> None:
+        self._resampler = Resampler(from_rate, to_rate)
+        self._to = to_rate
+
+    def process(self, frame: Frame) -> Iterable[Frame]:
+        if not isinstance(frame, Pcm):
+            return (frame,)
+        pcm = self._resampler.process(frame.pcm)
+        return (Pcm(pcm, self._to),) if pcm else ()
+
+
+class VadStage(BlockingStage):
+    """16 kHz chunks → `VoiceActivity`: the chunk with the probability of each VAD window it completed."""
+
+    name = "vad"
+
+    def __init__(self, vad_stream: Any) -> None:
+        self._vad = vad_stream  # a VadStream: one per utterance (its context), closed with the stage
+
+    def process(self, frame: Frame) -> Iterable[Frame]:
+        if not isinstance(frame, Pcm):
+            return (frame,)
+        return (VoiceActivity(frame, tuple(self._vad.process(frame.pcm)), self._vad.window_ms),)
+
+    def close(self) -> None:
+        self._vad.close()
+
+
+def _is_turn_event(frame: Frame) -> bool:
+    return isinstance(frame, SpeechOnset | Utterance)
+
+
+class Uplink:
+    """One utterance's stages, joined; the session's only handle on uplink audio processing."""
+
+    def __init__(
+        self,
+        speech: Any,
+        vad_config: VadConfig,
+        decoder: Any,
+        device_rate: int,
+        mode: ListenMode,
+        speaker: str | None = None,
+        bias: Bias | None = None,
+    ) -> None:
+        self.mode = mode
+        preroll = (vad_config.preroll_ms + vad_config.min_speech_ms) * ASR_RATE * 2 // 1000
+        self.detector = TurnDetector(vad_config, mode)
+        self._chain = Chain([
+            DecodeStage(decoder, device_rate),
+            ResampleStage(device_rate),
+            VadStage(speech.vad.new_stream()),
+            self.detector,
+            RecogniseStage(speech.asr, preroll, speaker, bias),
+        ])
+        self._closed = False
+
+    @property
+    def heard_speech(self) -> bool:
+        return self.detector.heard_speech
+
+    @property
+    def ended(self) -> bool:
+        return self.detector.ended
+
+    def feed_run(self, payloads: Sequence[bytes]) -> list[list[Frame]]:
+        """Frames out for each packet consumed (its turn events and StageErrors), in order. Stops after the
+        first packet whose frames include a turn event (`SpeechOnset`, `Utterance`)."""
+        outcomes: list[list[Frame]] = []
+        for payload in payloads:
+            frames = self._chain.push(UplinkPacket(payload))
+            outcomes.append(frames)
+            if any(_is_turn_event(f) for f in frames):
+                break
+        return outcomes
+
+    def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> list[Frame]:
+        """The utterance is over (`listen stop`): its `Utterance` (and any StageError), near-instantly,
+        since the audio was recognised while it arrived."""
+        return self._chain.push(EndOfInput(reason, time.monotonic()))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._chain.close()
+
+
+def utterance_of(frames: Iterable[Frame]) -> Utterance | None:
+    return next((f for f in frames if isinstance(f, Utterance)), None)
+

@@ -1,0 +1,126 @@
+"""A session's uplink driver: one `wren.pipeline.uplink.Uplink` per utterance, run in the listen executor.
+
+The uplink is used by one thread at a time: every call goes through `_run`, which remembers the executor
+job, so `close()` can wait for a job still running after its awaiting task was cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from wren.config import VadConfig
+from wren.pipeline.frames import Frame, InputEnd, StageError, Utterance
+from wren.pipeline.recognise import Bias
+from wren.pipeline.timing import UplinkTiming
+from wren.pipeline.turn_detection import ListenMode
+from wren.pipeline.uplink import Uplink
+
+log = logging.getLogger(__name__)
+
+
+class Listener:
+    def __init__(self, speech: Any, vad: VadConfig, executor: concurrent.futures.Executor,
+                 timing: UplinkTiming, speaker: str) -> None:
+        self._speech = speech
+        self._vad = vad
+        self._executor = executor
+        self.timing = timing
+        self._speaker = speaker
+        self._decoder: Any = None
+        self._rate = 16000
+        self._bias: Bias | None = None
+        self._uplink: Uplink | None = None
+        self._job: concurrent.futures.Future[Any] | None = None
+        self.mode = ListenMode.AUTO
+        self.bad_packets = 0
+
+    def configure(self, decoder: Any, device_rate: int, bias: Bias | None) -> None:
+        """The device's uplink format, from its hello; the next `begin` uses it."""
+        self._decoder, self._rate, self._bias = decoder, device_rate, bias
+
+    @property
+    def ready(self) -> bool:
+        return self._decoder is not None
+
+    @property
+    def active(self) -> bool:
+        return self._uplink is not None and not self._uplink.ended
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        job = self._executor.submit(fn, *args)
+        self._job = job
+        return await asyncio.wrap_future(job)
+
+    def _open(self, mode: ListenMode) -> None:
+        self._release()
+        self._uplink = Uplink(self._speech, self._vad, self._decoder, self._rate, mode, self._speaker,
+                              self._bias)
+
+    def _release(self) -> None:
+        uplink, self._uplink = self._uplink, None
+        if uplink is not None:
+            uplink.close()
+
+    async def begin(self, mode: ListenMode) -> None:
+        """A fresh utterance (every `listen start` / wake word): new stages, nothing carried over."""
+        self.mode = mode
+        await self._run(self._open, mode)
+        self.timing.restart()
+
+    async def abandon(self) -> None:
+        if self._uplink is not None:
+            await self._run(self._release)
+
+    def _feed(self, payloads: Sequence[bytes]) -> list[list[Frame]]:
+        assert self._uplink is not None
+        outcomes = self._uplink.feed_run(payloads)
+        if self._uplink.ended:
+            self._release()  # its Utterance is out: give the VAD context and recogniser back now
+        return outcomes
+
+    async def feed(self, payloads: list[tuple[bytes, float | None]]) -> list[Frame]:
+        """Feed audio (payload, arrival) in order; returns the turn events and errors that came out.
+
+        Stops early at a turn event (the caller acts on it, then calls again with what is left): returns
+        with `payloads` trimmed to the unconsumed tail."""
+        uplink = self._uplink
+        if uplink is None or uplink.ended:
+            return []
+        outcomes = await self._run(self._feed, [p for p, _ in payloads])
+        events: list[Frame] = []
+        for (_payload, arrival), frames in zip(payloads, outcomes, strict=False):
+            bad = [f for f in frames if isinstance(f, StageError) and f.stage == "decode"]
+            if bad:
+                self.bad_packets += 1
+                log.debug("dropped a bad audio frame: %s", bad[0].error)
+            else:
+                self.timing.processed(arrival)
+            events.extend(f for f in frames if not (isinstance(f, StageError) and f.stage == "decode"))
+        del payloads[: len(outcomes)]
+        return events
+
+    async def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> Utterance:
+        """Close the utterance now (`listen stop`); its words (empty if the recogniser had none)."""
+        uplink = self._uplink
+        assert uplink is not None and not uplink.ended
+
+        def finish() -> list[Frame]:
+            frames = uplink.end(reason)
+            self._release()
+            return frames
+
+        frames = await self._run(finish)
+        return next(f for f in frames if isinstance(f, Utterance))
+
+    async def close(self) -> None:
+        """The session is over: wait for a job still running, then release."""
+        if self._job is not None and not self._job.done():
+            await asyncio.wait([asyncio.wrap_future(self._job)])
+        try:
+            await self._run(self._release)
+        except Exception:
+            log.exception("releasing the uplink failed")
