@@ -12,7 +12,13 @@ from wren.session.outbox import CURRENT_TURN, Outbox
 from wren.session.services import ConnectionClosed
 
 from shared_protocol import audio, messages
-from shared_protocol.constants import CLOSE_NO_HELLO, CLOSE_NORMAL, CLOSE_REASONS, CLOSE_UNAUTHORIZED
+from shared_protocol.constants import (
+    CLOSE_NO_HELLO,
+    CLOSE_NORMAL,
+    CLOSE_REASONS,
+    CLOSE_SEND_TIMEOUT,
+    CLOSE_UNAUTHORIZED,
+)
 
 SESSION = "session-1"
 
@@ -267,8 +273,8 @@ async def test_a_write_that_never_completes_closes_the_connection_and_fails(
     assert short_send_timeout <= failed_at["first"] < short_send_timeout + 0.1
     # the second fails too, no later than its own timeout
     assert failed_at["second"] < short_send_timeout * 1.5 + 0.1
-    assert conn.closes and conn.closes[0] == (1011, "send timeout")
-    assert all(code == 1011 for code, _ in conn.closes)
+    assert conn.closes and conn.closes[0] == (CLOSE_SEND_TIMEOUT, "send timeout")
+    assert all(code == CLOSE_SEND_TIMEOUT for code, _ in conn.closes)
     assert outbox.closed and conn.sent == []
 
 
@@ -285,7 +291,7 @@ async def test_a_writer_queued_behind_a_timed_out_write_fails_as_soon_as_it_does
         await asyncio.wait_for(second, 1.0)
     assert loop.time() - first_failed < short_send_timeout / 4
     assert conn.send_attempts == 1  # the queued write never touched the dead connection
-    assert conn.closes == [(1011, "send timeout")]
+    assert conn.closes == [(CLOSE_SEND_TIMEOUT, "send timeout")]
 
 
 async def test_after_a_send_timeout_later_writes_fail_at_once(short_send_timeout):

@@ -68,7 +68,7 @@ def test_a_fresh_process_engine_recognises_like_the_in_process_one(pocketsphinx_
 
 def test_concurrent_streams_run_on_both_workers(process_engine):
     streams = [process_engine.open_stream(speaker=f"device-{i}") for i in range(2)]
-    assert {s._worker.pid for s in streams} == set(process_engine.worker_pids)  # least-loaded: one each
+    assert {s.worker.pid for s in streams} == set(process_engine.worker_pids)  # least-loaded: one each
     results: dict[int, str] = {}
 
     def speak(index: int) -> None:
@@ -106,7 +106,7 @@ def test_a_speakers_channel_adaptation_follows_it_to_any_worker(process_engine):
     busy = process_engine.open_stream()  # occupy one worker so the speaker lands on the other
     try:
         with process_engine.open_stream(speaker="kitchen") as stream:
-            assert stream._worker is not busy._worker
+            assert stream.worker is not busy.worker
             feed_in_chunks(stream, spoken("set the volume to thirty"))
             assert stream.finish() == "set the volume to thirty"
     finally:
@@ -117,7 +117,7 @@ def test_a_speakers_channel_adaptation_follows_it_to_any_worker(process_engine):
 def test_a_stream_dropped_without_close_is_released_in_the_worker(process_engine):
     stream = process_engine.open_stream()
     stream.accept(spoken("what time is it")[:CHUNK_60MS_16K])
-    worker, sid = stream._worker, stream.sid
+    worker, sid = stream.worker, stream.sid
     assert worker.channel.request(Partial, sid).text == ""  # the worker holds it
     del stream  # never closed (a bug elsewhere): the worker must not keep its recogniser forever
     assert sid in worker.channel.dropped
@@ -136,7 +136,7 @@ def test_accept_never_blocks_on_a_stalled_worker_and_overflow_fails_only_that_st
     outcome: dict[str, object] = {}
     try:
         stream = engine.open_stream(speaker="porch")
-        os.kill(stream._worker.pid, signal.SIGSTOP)
+        os.kill(stream.worker.pid, signal.SIGSTOP)
 
         def feed() -> None:
             try:
@@ -149,7 +149,7 @@ def test_accept_never_blocks_on_a_stalled_worker_and_overflow_fails_only_that_st
         feeder.start()
         feeder.join(60)
         stalled = feeder.is_alive()
-        os.kill(stream._worker.pid, signal.SIGCONT)
+        os.kill(stream.worker.pid, signal.SIGCONT)
         assert not stalled, "accept() blocked on a full pipe"
         assert isinstance(outcome["result"], AsrError) and "behind" in str(outcome["result"])
         with pytest.raises(AsrError):
@@ -167,7 +167,7 @@ def test_killing_a_worker_mid_stream_fails_that_stream_and_the_next_stream_works
         stream = engine.open_stream(speaker="hall")
         pcm = spoken("what time is it")
         feed_in_chunks(stream, pcm[: len(pcm) // 2])
-        victim = stream._worker.pid
+        victim = stream.worker.pid
         os.kill(victim, signal.SIGKILL)
         with pytest.raises(AsrError, match="exited"):
             feed_in_chunks(stream, pcm[len(pcm) // 2 :])  # the failure may surface at accept ...

@@ -71,7 +71,7 @@ async def test_a_hung_tool_times_out_and_its_late_id_is_forgotten(device):
     dev.hang.add("self.screen.set_brightness")
     with pytest.raises(ToolTimeout):
         await client.call("self.screen.set_brightness", {"brightness": 10}, timeout=0.3)
-    assert client._pending == {}
+    assert client.calls_in_flight == 0
     assert await client.call("self.audio_speaker.set_volume", {"volume": 5}) == "true"
 
 

@@ -23,7 +23,7 @@ import contextvars
 import logging
 
 from shared_protocol import audio, messages
-from shared_protocol.constants import CLOSE_REASONS
+from shared_protocol.constants import CLOSE_REASONS, CLOSE_SEND_TIMEOUT
 from wren.session.services import Connection, ConnectionClosed
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Outbox:
             log.warning("%s: a write did not complete in %.0f s (the device stopped reading); closing",
                         self.name, SEND_TIMEOUT_S)
             self._closed = True
-            await self._close_transport(1011, "send timeout")  # RFC 6455: server error, peer not reading
+            await self._close_transport(CLOSE_SEND_TIMEOUT, CLOSE_REASONS[CLOSE_SEND_TIMEOUT])
             raise ConnectionClosed("send timeout") from None
 
     async def send(self, msg: dict) -> None:

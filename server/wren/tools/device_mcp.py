@@ -58,6 +58,11 @@ class DeviceMcpClient:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def calls_in_flight(self) -> int:
+        """Requests sent to the device whose reply has not come (nor failed, nor timed out) yet."""
+        return len(self._pending)
+
     async def start(self) -> list[ToolSpec]:
         """`initialize`, then every page of `tools/list`; returns (and keeps) the AI-visible tools."""
         capabilities: dict[str, Any] = {"vision": dict(self._vision)} if self._vision else {}

@@ -40,6 +40,11 @@ class ProcessAsrStream:
         # Dropped without close() (a bug elsewhere): the worker must still release the recogniser.
         self._dropped = weakref.finalize(self, worker.channel.dropped.append, sid)
 
+    @property
+    def worker(self) -> StreamHost:
+        """The worker process serving this stream (its `pid`, its `channel`): for supervision and tests."""
+        return self._worker
+
     def fail(self, error: AsrError) -> None:
         """The worker died or reported an error: every later call raises it."""
         if self._error is None:
