@@ -126,7 +126,9 @@ def check_audio_params(params, prefix="audio_params"):
 
 
 def _v_hello(msg):
-    _check_choice(msg, "transport", TRANSPORTS, True)
+    # transport is optional: minimal clients (browser test pages) leave it out; the server assumes websocket
+    # and a device checks the server's own hello for it (reference §3.2).
+    _check_choice(msg, "transport", TRANSPORTS, False)
     _check_int_choice(msg, "version", PROTOCOL_VERSIONS)
     if "audio_params" in msg:
         check_audio_params(msg["audio_params"])

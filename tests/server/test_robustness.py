@@ -117,9 +117,9 @@ async def test_text_chat_api_shares_the_port(server):
 async def test_invalid_hello_is_refused_at_once_with_the_reason(server):
     async with TestDevice(server.ws_url, mcp=False) as dev:
         await dev.open()
-        await dev.send_text('{"type":"hello","version":1,"audio_params":{"format":"opus"}}')  # no transport
+        await dev.send_text('{"type":"hello","version":1,"transport":"pigeon"}')  # a transport nobody knows
         code, reason = await dev.wait_closed(5)
-    assert code == CLOSE_BAD_HELLO and reason == "invalid hello: transport: is required"
+    assert code == CLOSE_BAD_HELLO and reason.startswith("invalid hello: transport:")
 
 
 async def test_hello_with_undecodable_uplink_is_refused_with_the_reason(server):

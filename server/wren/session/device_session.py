@@ -25,20 +25,18 @@ from typing import Any
 from shared_protocol import ProtocolError, UnknownMessageType, audio, messages
 from shared_protocol.constants import CLOSE_BAD_HELLO, CLOSE_NO_HELLO, CLOSE_NORMAL
 from wren.pipeline.downlink import DownlinkFormat
-from wren.pipeline.frames import InputEnd, SpeechOnset, Utterance
 from wren.pipeline.timing import UplinkTiming
-from wren.pipeline.turn_decision import GiveUp, Prompt, Reply, Silence, TurnDecider
-from wren.pipeline.turn_detection import ListenMode
 from wren.session.device_tools import DeviceTools
 from wren.session.hello import HelloRefused, looks_like_hello, negotiate
-from wren.session.inbox import AudioRun, Inbox
+from wren.session.inbox import AudioRun, Inbox, ReplyEnded
 from wren.session.listening import Listener
 from wren.session.outbox import Outbox
 from wren.session.replies import ReplyQueue
-from wren.session.reply import ReplyContext, ReplyTurn, TurnRequest
+from wren.session.reply import ReplyContext, ReplyTurn
 from wren.session.services import Connection, ConnectionClosed, SessionServices
 from wren.session.state import DeviceState
 from wren.session.timer_link import TimerLink
+from wren.session.turn_taking import TurnTaking
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +66,10 @@ class DeviceSession:
         self._configured_downlink = DownlinkFormat(a.downlink_format, a.downlink_sample_rate,
                                                    a.downlink_frame_ms, a.opus_bitrate)
         self.state = DeviceState.IDLE
-        self.mode = ListenMode.AUTO
         self.hello_received = asyncio.Event()
         self.uplink_timing = UplinkTiming(identity.device_id)
         self.listener = Listener(services.speech, self.config.vad, services.listen_executor,
                                  self.uplink_timing, identity.device_id)
-        self.decider = TurnDecider()
         self.tools = DeviceTools(services.agent, self.session_key, self.config.asr.bias, self.name,
                                  self.outbox.send_mcp)
         self.last_activity = self.connected_at = time.monotonic()
@@ -87,6 +83,11 @@ class DeviceSession:
             on_state=self._on_turn_state, on_audio=self.touch,
         )
         self.replies = ReplyQueue(self.reply_context, self.name, self._after_turn)
+        self.turns = TurnTaking(
+            self.listener, self.replies, name=self.name, session_key=self.session_key, agent=services.agent,
+            is_wake_word=services.is_wake_word, keep_socket=self.timer_link.holds, touch=self.touch,
+            on_state=self._update_state, answer_abort=self.outbox.answer_abort,
+        )
         self._inbox = Inbox()
         self._runner: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -189,6 +190,8 @@ class DeviceSession:
                 try:
                     if isinstance(item, AudioRun):
                         await self._on_audio_run(item.frames)
+                    elif isinstance(item, ReplyEnded):
+                        await self.turns.on_reply_ended()
                     else:
                         await self._on_text(item.text)
                 except ConnectionClosed:
@@ -227,9 +230,9 @@ class DeviceSession:
             log.info("%s: %r before hello; dropped", self.name, kind)
             return
         if kind == "listen":
-            await self._on_listen(msg)
+            await self.turns.on_listen(msg)
         elif kind == "abort":
-            await self._on_abort(msg.get("reason"))
+            await self.turns.on_abort(msg.get("reason"))
         elif kind == "mcp":
             self.tools.handle(msg["payload"])
         elif kind == "ping":
@@ -253,15 +256,7 @@ class DeviceSession:
                 log.debug("%s: dropped a bad audio frame: %s", self.name, exc)
                 continue
             pending.append((payload, arrival))
-        while pending:
-            if not self.listener.active:
-                self.stats.binary_not_listening += len(pending)
-                return
-            for event in await self.listener.feed(pending):
-                if isinstance(event, SpeechOnset):
-                    await self._on_onset()
-                elif isinstance(event, Utterance):
-                    await self._on_utterance(event)
+        self.stats.binary_not_listening += await self.turns.on_audio(pending)
 
     # ---- hello -----------------------------------------------------------------------------------
 
@@ -291,68 +286,6 @@ class DeviceSession:
         if first and hello.features.get("mcp"):
             self.tools.start_mcp()
 
-    # ---- listen ----------------------------------------------------------------------------------
-
-    async def _on_listen(self, msg: dict) -> None:
-        state = msg["state"]
-        self.touch()
-        if state == "start":
-            self.mode = ListenMode(msg["mode"])
-            await self._begin_capture(self.mode, "listen start")
-        elif state == "stop":
-            if self.listener.active:
-                await self._on_utterance(await self.listener.end())
-            else:
-                log.debug("%s: listen stop while not listening; ignored", self.name)
-        elif state == "detect":
-            text = msg["text"]
-            if self.services.is_wake_word(text):
-                log.info("%s: wake word %r; listening (%s)", self.name, text, self.mode.value)
-                self.decider.wake()
-                await self._begin_capture(self.mode, "wake word")
-            elif text.strip():
-                log.info("%s: typed query %r", self.name, text)
-                if self.listener.active:
-                    await self.listener.abandon()
-                    self._update_state("typed query")
-                self.decider.typed()
-                self.replies.queue(TurnRequest(user_text=text.strip()))
-
-    async def _begin_capture(self, mode: ListenMode, why: str) -> None:
-        await self.listener.begin(mode)
-        self._update_state(f"{why}, {mode.value}")
-
-    async def _on_onset(self) -> None:
-        self.touch()
-        if self.listener.mode is ListenMode.REALTIME and self.replies.current is not None:
-            log.info("%s: speech during playback (realtime); barging in", self.name)
-            await self.replies.cancel("barge-in")
-            self._update_state("barge-in")
-
-    async def _on_utterance(self, utterance: Utterance) -> None:
-        mode = self.listener.mode
-        stamps = {"input_end": utterance.ended_at, "asr_done": utterance.decoded_at}
-        log.info("%s: utterance ended (%s, %d ms audio, speech=%s): %r", self.name, utterance.reason.value,
-                 utterance.audio_ms, utterance.heard_speech, utterance.text)
-        if not utterance.text and utterance.reason is InputEnd.NO_SPEECH and self.replies.busy:
-            await self._begin_capture(mode, "no speech while replying; timer restarted")
-            return
-        if mode is ListenMode.REALTIME:
-            await self._begin_capture(mode, "realtime keeps listening")
-        else:
-            self._update_state(utterance.reason.value)
-        decision = self.decider.decide(utterance.text, mode, utterance.heard_speech, self.timer_link.holds())
-        if isinstance(decision, Reply):
-            self.replies.queue(TurnRequest(user_text=decision.text), stamps)
-            return
-        log.info("%s: empty turn → %s", self.name, decision)
-        if isinstance(decision, Prompt | GiveUp):
-            words = self.services.agent.render_prompt(self.session_key, decision.kind, decision.count)
-            request = TurnRequest(prompt_text=words, close_after=isinstance(decision, GiveUp))
-            self.replies.queue(request, stamps)
-        elif isinstance(decision, Silence) and mode is ListenMode.AUTO:
-            await self._begin_capture(mode, "silent wait")
-
     # ---- replies ---------------------------------------------------------------------------------
 
     @property
@@ -375,12 +308,5 @@ class DeviceSession:
             log.info("%s: no speech after repeated prompts; closing", self.name)
             await self.outbox.close(CLOSE_NORMAL, "no speech; goodbye")
             return False
+        await self._inbox.post(ReplyEnded())  # acted on in order with the frames (turn-taking table)
         return True
-
-    async def _on_abort(self, reason: str | None) -> None:
-        log.info("%s: abort (%s)", self.name, reason or "button")
-        sent_stop = await self.replies.cancel(f"abort {reason or ''}".strip())
-        self._update_state("abort")
-        if not sent_stop:
-            # Always answer an abort: a device that aborted from speaking waits for it (78 #337).
-            await self.outbox.answer_abort()

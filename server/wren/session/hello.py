@@ -1,7 +1,10 @@
 """Hello negotiation (reference §4): what the device sends, what the server will decode and encode.
 
-Lenient in what it accepts: missing `audio_params` fields take the reference defaults; the protocol
-version of the `Protocol-Version` header wins over the hello's. A device that cannot be served (audio
+Lenient in what it accepts: a hello may be as small as `{"type":"hello"}` (browser clients send little more):
+a missing `transport` is the WebSocket the hello came on, missing `version` is 1 (or the `Protocol-Version`
+header, which wins over the hello's), missing `audio_params` fields take the reference defaults (Opus,
+16 kHz, mono, 60 ms); fields this server does not use (`device_id`, `device_mac`, `token`) are ignored, the
+handshake's identity stands. A device that cannot be served (audio
 parameters no decoder takes) is refused with a close code that says why, at once, rather than left
 waiting 10 s for a reply that never comes.
 """

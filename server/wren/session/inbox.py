@@ -28,27 +28,37 @@ class AudioRun:
     frames: list[bytes]
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyEnded:
+    """Posted by the session itself when a reply ends, so it is acted on in order with the frames."""
+
+
 class Inbox:
     def __init__(self, capacity: int = INBOX_FRAMES, max_run: int = MAX_AUDIO_RUN) -> None:
-        self._queue: asyncio.Queue[str | bytes] = asyncio.Queue(capacity)
+        self._queue: asyncio.Queue[str | bytes | ReplyEnded] = asyncio.Queue(capacity)
         self._max_run = max_run
-        self._held: str | None = None  # the text frame that ended the last audio run: next in line
+        self._held: TextIn | ReplyEnded | None = None  # what ended the last audio run: next in line
 
     async def put(self, frame: str | bytes) -> None:
         await self._queue.put(frame)
 
-    async def next(self) -> TextIn | AudioRun:
+    async def post(self, event: ReplyEnded) -> None:
+        await self._queue.put(event)
+
+    async def next(self) -> TextIn | AudioRun | ReplyEnded:
         if self._held is not None:
-            text, self._held = self._held, None
-            return TextIn(text)
+            held, self._held = self._held, None
+            return held
         first = await self._queue.get()
         if isinstance(first, str):
             return TextIn(first)
+        if isinstance(first, ReplyEnded):
+            return first
         run = [first]
         while len(run) < self._max_run and not self._queue.empty():
             item = self._queue.get_nowait()
-            if isinstance(item, str):
-                self._held = item
+            if not isinstance(item, bytes):
+                self._held = TextIn(item) if isinstance(item, str) else item
                 break
             run.append(item)
         return AudioRun(run)

@@ -9,6 +9,10 @@ and may arrive interleaved with other traffic.
 
 `send(payload)` is supplied by the device session and wraps the payload in the `mcp` envelope;
 the session feeds every incoming `mcp` payload to `handle()`.
+
+Lenient: a device whose `initialize` fails (an error reply, or none within `INITIALIZE_TIMEOUT_S`: one
+third-party client reads `params.capabilities.vision.url` unchecked and never answers) still has its tools
+listed; `initialize` only tells us the device's name, which nothing depends on.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 INITIALIZE_ID = 1
 FIRST_CALL_ID = 10000
 MAX_PAGES = 64  # a device that keeps returning cursors cannot keep us listing forever
+INITIALIZE_TIMEOUT_S = 3.0  # a device answers initialize at once; past this, list its tools anyway
 PROTOCOL_VERSION = device_mcp.PROTOCOL_VERSION
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -66,15 +71,16 @@ class DeviceMcpClient:
     async def start(self) -> list[ToolSpec]:
         """`initialize`, then every page of `tools/list`; returns (and keeps) the AI-visible tools."""
         capabilities: dict[str, Any] = {"vision": dict(self._vision)} if self._vision else {}
-        init = await self._request(
-            device_mcp.INITIALIZE,
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": capabilities,
-                "clientInfo": self._client_info,
-            },
-            request_id=INITIALIZE_ID,
-        )
+        params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": capabilities,
+                  "clientInfo": self._client_info}
+        try:
+            init = await self._request(device_mcp.INITIALIZE, params, request_id=INITIALIZE_ID,
+                                       timeout=min(self.timeout, INITIALIZE_TIMEOUT_S))
+        except ToolError as exc:  # ToolTimeout included
+            if self._closed:
+                raise
+            log.warning("device MCP initialize failed (%s); listing its tools anyway", exc)
+            init = None
         info = init.get("serverInfo") if isinstance(init, dict) else None
         self.server_info = info if isinstance(info, dict) else {}
         await self._send(jsonrpc.notification(device_mcp.INITIALIZED))  # the device ignores it
