@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared_protocol.constants import CLOSE_BAD_AUDIO_PARAMS
-
 from wren.pipeline.downlink import DownlinkFormat
 from wren.speech.codec import CodecError, make_decoder
 

@@ -21,6 +21,14 @@ from wren.session.reply import TurnRequest
 
 log = logging.getLogger(__name__)
 
+# How an utterance ended → the table's event for it.
+_ENDED_BY = {
+    InputEnd.LISTEN_STOP: ListenEvent.STOP,  # `listen stop`, or an empty binary frame
+    InputEnd.NO_SPEECH: ListenEvent.NO_SPEECH,
+    InputEnd.SILENCE: ListenEvent.INPUT_END,
+    InputEnd.MAX_LENGTH: ListenEvent.INPUT_END,
+}
+
 
 class TurnTaking:
     def __init__(
@@ -102,6 +110,7 @@ class TurnTaking:
             if not pending[0][0]:  # an empty binary frame: the end of the recording (browser clients)
                 del pending[0]
                 if self._lookup(ListenEvent.END_MARK) is Action.END:
+                    self._wants_listening = False  # exactly like `listen stop`
                     await self._end(InputEnd.LISTEN_STOP)
                 continue
             upto = next((i for i, (payload, _) in enumerate(pending) if not payload), len(pending))
@@ -154,8 +163,7 @@ class TurnTaking:
                  utterance.audio_ms, utterance.heard_speech, utterance.text)
         # The utterance is over, so the state is looked up as it was while it was being captured.
         state = ListenState.of(True, self.replies.busy)
-        event = ListenEvent.NO_SPEECH if utterance.reason is InputEnd.NO_SPEECH else ListenEvent.INPUT_END
-        todo = action(event, state, mode)
+        todo = action(_ENDED_BY[utterance.reason], state, mode)
         if todo is Action.BEGIN_AGAIN:  # no speech while a reply plays: only the timer restarts
             await self._begin(mode, "no speech while replying; timer restarted")
             return
@@ -173,5 +181,5 @@ class TurnTaking:
             words = self._agent.render_prompt(self._session_key, decision.kind, decision.count)
             request = TurnRequest(prompt_text=words, close_after=isinstance(decision, GiveUp))
             self.replies.queue(request, stamps)
-        elif isinstance(decision, Silence) and mode is ListenMode.AUTO:
-            await self._begin(mode, "silent wait")
+        elif isinstance(decision, Silence) and mode is ListenMode.AUTO and self._wants_listening:
+            await self._begin(mode, "silent wait")  # not after the device's own `listen stop`
