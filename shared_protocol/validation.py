@@ -126,9 +126,7 @@ def check_audio_params(params, prefix="audio_params"):
 
 
 def _v_hello(msg):
-    # transport is optional: minimal clients (browser test pages) leave it out; the server assumes websocket
-    # and a device checks the server's own hello for it (reference §3.2).
-    _check_choice(msg, "transport", TRANSPORTS, False)
+    _check_choice(msg, "transport", TRANSPORTS, True)
     _check_int_choice(msg, "version", PROTOCOL_VERSIONS)
     if "audio_params" in msg:
         check_audio_params(msg["audio_params"])

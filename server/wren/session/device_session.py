@@ -27,7 +27,7 @@ from shared_protocol.constants import CLOSE_BAD_HELLO, CLOSE_NO_HELLO, CLOSE_NOR
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.timing import UplinkTiming
 from wren.session.device_tools import DeviceTools
-from wren.session.hello import HelloRefused, looks_like_hello, negotiate
+from wren.session.hello import HelloRefused, looks_like_hello, negotiate, with_transport
 from wren.session.inbox import AudioRun, Inbox, ReplyEnded
 from wren.session.listening import Listener
 from wren.session.outbox import Outbox
@@ -207,7 +207,7 @@ class DeviceSession:
 
     async def _on_text(self, text: str) -> None:
         try:
-            msg = messages.parse(text)
+            msg = messages.parse(with_transport(text))
         except UnknownMessageType as exc:
             self.stats.unknown_types += 1
             log.debug("%s: ignoring unknown message type %r", self.name, exc.type)

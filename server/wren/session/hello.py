@@ -43,6 +43,21 @@ class Negotiated:
     features: dict
 
 
+def with_transport(text: str) -> str | dict:
+    """A device hello without `transport` (minimal browser clients) came on a WebSocket: say so, so that the
+    shared parser, which requires the field (a hello without it crashes the official firmware, reference
+    §3.2), validates the rest. Any other frame is returned as it is."""
+    if '"hello"' not in text or '"transport"' in text:
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and data.get("type") == "hello" and "transport" not in data:
+        return {**data, "transport": "websocket"}
+    return text
+
+
 def looks_like_hello(text: str) -> bool:
     try:
         data = json.loads(text)
