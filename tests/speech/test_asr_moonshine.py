@@ -13,7 +13,7 @@ from wren.config import AsrConfig
 from wren.speech.asr import AsrError, load_asr
 from wren.speech.asr.moonshine.assets import find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, is_complete
-from wren.speech.asr.moonshine.model import trim_repeats
+from wren.speech.asr.moonshine.model import strip_wrapping_quotes, trim_repeats
 from wren.speech.asr.moonshine.scheduler import SPECULATIVE, URGENT, DecodeScheduler
 from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
 
@@ -131,6 +131,13 @@ def test_repeated_phrases_of_a_decoder_loop_are_trimmed():
     assert trim_repeats("no no") == "no no"
     assert trim_repeats("go go go go go") == "go"
     assert trim_repeats("set the volume to thirty") == "set the volume to thirty"
+
+
+def test_quotes_around_the_whole_transcript_are_dropped_and_apostrophes_kept():
+    assert strip_wrapping_quotes('"\'What day is it?\'') == "What day is it?"
+    assert strip_wrapping_quotes("\u201cHello.\u201d") == "Hello."
+    assert strip_wrapping_quotes("What's the time? It's noon.") == "What's the time? It's noon."
+    assert strip_wrapping_quotes("'") == ""
 
 
 def test_tokenizer_reads_long_pieces_and_byte_fallback(tmp_path):

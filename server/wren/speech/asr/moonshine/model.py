@@ -63,6 +63,20 @@ def trim_repeats(text: str) -> str:
     return " ".join(words)
 
 
+QUOTES = "\"'“”‘’«»"
+
+
+def strip_wrapping_quotes(text: str) -> str:
+    """Drop quote marks around the whole transcript (Moonshine sometimes writes `"'What day is it?'`);
+    apostrophes inside words ("what's", "o'clock") stay."""
+    stripped = text.strip()
+    while stripped and stripped[0] in QUOTES:
+        stripped = stripped[1:].lstrip()
+    while stripped and stripped[-1] in QUOTES and (len(stripped) < 2 or not stripped[-2].isalpha()):
+        stripped = stripped[:-1].rstrip()
+    return stripped
+
+
 class MoonshineModel:
     def __init__(self, folder: Path) -> None:
         import onnxruntime as ort
@@ -109,7 +123,7 @@ class MoonshineModel:
         text = self.tokenizer.decode(search.tokens)
         if bias:
             text = self._rescored(cross, text, search.score, bias, search.heard_as)
-        return Transcript(trim_repeats(text), search.tokens)
+        return Transcript(strip_wrapping_quotes(trim_repeats(text)), search.tokens)
 
     def _cache(self, cross: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         cache = {name.replace("present", "past_key_values"): value for name, value in cross.items()}
