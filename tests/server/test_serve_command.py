@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from shared_protocol.constants import CLOSE_GOING_AWAY
 from tests.support.device import TestDevice
 from tests.support.wren_process import wren_serve
 
@@ -27,4 +28,14 @@ async def test_wren_serve_answers_http_and_a_device_then_stops_on_sigterm(served
         reply = await dev.next_reply(timeout=30)
         assert reply.frames and reply.text.startswith("It's")
     proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+
+async def test_sigterm_with_a_device_connected_closes_it_with_going_away_and_exits_cleanly(served):
+    proc, port = served
+    async with TestDevice(f"ws://127.0.0.1:{port}/xiaozhi/v1/", mcp=False) as dev:
+        await dev.connect()
+        proc.send_signal(signal.SIGTERM)
+        code, reason = await dev.wait_closed(15)
+        assert (code, reason) == (CLOSE_GOING_AWAY, "server shutting down")
     assert proc.wait(30) == 0

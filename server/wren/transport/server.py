@@ -46,7 +46,7 @@ def build_web_app(services: SessionServices) -> web.Application:
     async def close_sessions(app: web.Application) -> None:
         # On shutdown, close every device socket (1001 going away) so no handler outlives the server.
         for session in list(sessions):
-            await session.conn.close(CLOSE_GOING_AWAY, "server shutting down")
+            await session.outbox.close(CLOSE_GOING_AWAY, "server shutting down")
         await asyncio.gather(*(s.close() for s in list(sessions)), return_exceptions=True)
 
     app.on_shutdown.append(close_sessions)
