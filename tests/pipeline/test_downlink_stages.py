@@ -561,3 +561,37 @@ async def test_a_reply_flows_from_text_to_paced_audio(speak_executor):
         ("audio", b"\x02" * 500 + bytes(FRAME_BYTES - 500), 180),  # the padded last frame, at the end
     ]
     assert clock.now == pytest.approx(pacer.playback_end() + DRAIN_MARGIN_MS / 1000)
+
+
+async def test_a_system_frame_overtakes_the_frames_queued_behind_a_busy_stage():
+    release = asyncio.Event()
+    seen: list[Frame] = []
+
+    class Slow(Stage):
+        name = "slow"
+
+        async def process(self, frame: Frame, push) -> None:
+            if isinstance(frame, TextDelta):
+                await release.wait()  # a stage busy with data (synthesis of a long sentence)
+            await push(frame)
+
+    class Last(Stage):
+        name = "last"
+
+        async def process(self, frame: Frame, push) -> None:
+            seen.append(frame)
+
+    async def source():
+        yield TextDelta("a long sentence")
+        yield TextDelta("and another")
+        yield EmotionFrame("thinking")
+
+    run = asyncio.ensure_future(Pipeline([Slow(), Last()], [4, 4]).run(source()))
+    for _ in range(50):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == [EmotionFrame("thinking")]  # out while the data still waits
+    release.set()
+    await asyncio.wait_for(run, 2)
+    assert seen[1:] == [TextDelta("a long sentence"), TextDelta("and another")]

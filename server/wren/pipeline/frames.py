@@ -1,10 +1,11 @@
 """The frames that flow through a turn: every stage takes frames in and puts frames out.
 
-Two kinds, as in Pipecat:
+Three kinds, as in Pipecat:
 - data frames carry the turn's content (audio, words, sentences, packets) and are queued in order;
 - control frames mark where the stream is (speech began, the speaker paused, the input ended, a stage
   failed). They travel in the same order as the data around them, so a stage always sees "the audio,
-  then the pause that followed it".
+  then the pause that followed it";
+- system frames (the face to show) must not wait: they overtake the queued frames.
 A frame type a stage does not handle is passed on unchanged, so stages can be chained freely.
 
 Frames are small immutable records; the uplink makes several per 60 ms packet, which costs microseconds
@@ -28,6 +29,13 @@ class DataFrame(Frame):
 
 
 class ControlFrame(Frame):
+    __slots__ = ()
+
+
+class SystemFrame(Frame):
+    """Must not wait behind data: a `Pipeline` hands it through every stage at once, ahead of the queued
+    frames (Pipecat's system frames). Its handling in a stage must be quick."""
+
     __slots__ = ()
 
 
@@ -128,8 +136,9 @@ class TextDelta(DataFrame):
 
 
 @dataclass(frozen=True, slots=True)
-class EmotionFrame(DataFrame):
-    """The face to show (reference §5.4 `llm` emotion)."""
+class EmotionFrame(SystemFrame):
+    """The face to show (reference §5.4 `llm` emotion): at once, not after the audio already queued (the
+    agent names "thinking" right before a tool call, and the device should show it while it waits)."""
 
     name: str
 

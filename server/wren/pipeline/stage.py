@@ -8,7 +8,8 @@ There are two kinds, because the turn's two halves run differently:
   through in one executor job: one thread hand-off per run instead of one per stage per packet.
 - `Stage` (the downlink: respond, synthesise, pace) is async. `Pipeline` runs each stage as a task, joined
   by bounded queues whose overflow policy is to block the producer (back-pressure): synthesis waits when
-  the pacer is far enough ahead, and the agent waits when synthesis is behind. Nothing is dropped.
+  the pacer is far enough ahead, and the agent waits when synthesis is behind. Nothing is dropped. A
+  `SystemFrame` from the source skips the queues: it goes through every stage at once.
 
 Interruption is by turn: a turn's pipeline is cancelled as a whole (every task, every queue) and the next
 turn builds a new one, so no state of an aborted turn survives into the next (Pipecat's
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 
-from wren.pipeline.frames import EndOfStream, Frame
+from wren.pipeline.frames import EndOfStream, Frame, SystemFrame
 
 Push = Callable[[Frame], Awaitable[None]]
 
@@ -103,9 +104,16 @@ class Pipeline:
     async def run(self, source: AsyncIterable[Frame]) -> None:
         queues: list[asyncio.Queue[Frame]] = [asyncio.Queue(c) for c in self.capacities]
 
+        async def at_once(i: int, frame: Frame) -> None:
+            if i < len(self.stages):
+                await self.stages[i].process(frame, lambda out: at_once(i + 1, out))
+
         async def feed() -> None:
             async for frame in source:
-                await queues[0].put(frame)
+                if isinstance(frame, SystemFrame):
+                    await at_once(0, frame)  # through every stage now, ahead of the queues
+                else:
+                    await queues[0].put(frame)
             await queues[0].put(EndOfStream())
 
         async def drive(i: int, stage: Stage) -> None:
