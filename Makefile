@@ -4,34 +4,57 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.wren-installed
+# What each target installs into .venv (pyproject.toml): `make run` the runtime dependencies only;
+# `make flash`/`deploy`/`sim` the [firmware] extra's board tools only; `make test`, `lint` and `bench` the
+# project with [dev] and [firmware]. One stamp per set, remade when pyproject.toml or requirements.lock is
+# newer, so an up-to-date .venv is not touched. `STAMP=` on the command line (the tests pass it) skips
+# every install step.
+STAMP          := $(VENV)/.wren-installed
+RUNTIME_STAMP  := $(STAMP:%=%-runtime)
+FIRMWARE_STAMP := $(STAMP:%=%-firmware)
+DEV_STAMP      := $(STAMP:%=%-dev)
+PIP_INSTALL    := $(BIN)/python -m pip install --disable-pip-version-check -c requirements.lock
+# pip shows its progress the first time a set is installed (the runtime set is 544 MB installed, README.md);
+# a later update after a pyproject.toml or requirements.lock change is --quiet.
+PIP_QUIET       = $(if $(wildcard $@), --quiet)
 
 .PHONY: help venv run test lint fmt clean
 
 help:
-	@echo "make run    set up .venv and start the Wren server (embedded offline defaults)"
-	@echo "make test   set up .venv and run the whole suite (ruff + pytest + MicroPython vectors)"
+	@echo "make run    install the runtime dependencies into .venv and start the Wren server (embedded offline defaults)"
+	@echo "make test   add the [dev] and [firmware] extras and run the whole suite (ruff + pytest + MicroPython vectors)"
 	@echo "make lint   ruff only"
 	@echo "make sim    MIC=question.wav: the real firmware under MicroPython against a server (docs/firmware.md)"
 	@echo "make flash  PORT=... BOARD=esp32s3|esp32 FIRMWARE=...: write MicroPython to a board"
 	@echo "make deploy PORT=...: compile and copy the Wren firmware and its config to a board"
 	@echo "make bench  the benchmarks (a few minutes); make bench-quick for a smoke run"
 
-venv: $(STAMP)
+venv: $(DEV_STAMP)
 
-# Re-install only when the dependency list or the lock changes (idempotent, fast when up to date).
-$(STAMP): pyproject.toml requirements.lock
+$(RUNTIME_STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	$(PIP_INSTALL)$(PIP_QUIET) -e .
 	@touch $@
 
-run: $(STAMP)
+# The extra's requirements alone: flashing a board does not need the speech stack.
+$(FIRMWARE_STAMP): pyproject.toml requirements.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL)$(PIP_QUIET) $$($(BIN)/python -c 'import tomllib; \
+	  print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["firmware"])')
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml requirements.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL)$(PIP_QUIET) -e '.[dev,firmware]'
+	@touch $@ $(RUNTIME_STAMP) $(FIRMWARE_STAMP)
+
+run: $(RUNTIME_STAMP)
 	$(BIN)/wren serve $(ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -52,16 +75,16 @@ OUT    ?= reply.wav
 MODE   ?= auto
 HEAP   ?= 160wk
 
-flash: $(STAMP)
+flash: $(FIRMWARE_STAMP)
 	@test -n "$(PORT)" || { echo "make flash: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
 	@test -n "$(FIRMWARE)" || { echo "make flash: set FIRMWARE=path/to/micropython.bin"; exit 2; }
 	$(BIN)/python tools/flash/flash.py --port "$(PORT)" --board "$(BOARD)" --firmware "$(FIRMWARE)"
 
-deploy: $(STAMP)
+deploy: $(FIRMWARE_STAMP)
 	@test -n "$(PORT)" || { echo "make deploy: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
 	$(BIN)/python tools/flash/deploy.py --port "$(PORT)" --config "$(CONFIG)"
 
-sim: $(STAMP)
+sim: $(FIRMWARE_STAMP)
 	@test -n "$(MIC)" || { echo "make sim: set MIC=path/to/16k-mono.wav"; exit 2; }
 	$(BIN)/python tools/sim/run.py --mic "$(MIC)" --server "$(SERVER)" --out "$(OUT)" --mode "$(MODE)" --heap "$(HEAP)"
 
@@ -70,11 +93,11 @@ sim: $(STAMP)
 # table; every number also goes to bench-results/latest.json. `make bench-quick` is the tiny-N smoke run.
 .PHONY: bench bench-quick
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	@mkdir -p bench-results
 	$(BIN)/python tools/bench/run_all.py --json bench-results/latest.json
 
-bench-quick: $(STAMP)
+bench-quick: $(DEV_STAMP)
 	@mkdir -p bench-results
 	$(BIN)/python tools/bench/run_all.py --quick --json bench-results/quick.json
 
@@ -88,3 +111,18 @@ espeak-ng:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq espeak-ng >/dev/null; } || \
 	  echo "make: could not install espeak-ng (apt-get install espeak-ng); the understanding bench skips that voice"
 # ---- end bench ---------------------------------------------------------------------------------------
+
+# ---- the web console's browser test (tests/console/test_browser_console.py) --------------------------
+# Headless Chromium and its WebDriver are Debian packages: apt installs them (as root, else through sudo) when
+# they are missing, like espeak-ng above; the stamp spares `make test` asking again. If that fails the test
+# skips with the reason, so `make test` does not need root. `STAMP=` skips this step too.
+CHROMIUM_STAMP := $(STAMP:%=%-chromium)
+.PHONY: chromium
+test: chromium
+chromium: $(CHROMIUM_STAMP)
+$(CHROMIUM_STAMP):
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || \
+	  { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; } && \
+	  mkdir -p $(@D) && touch $@ || \
+	  echo "make: could not install chromium (apt-get install chromium chromium-driver); the browser test skips"

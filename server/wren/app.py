@@ -16,10 +16,11 @@ from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, messages
 from wren.agent.engines.base import empty_prompts
 from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
-from wren.config import Config, ConfigError
+from wren.config import Config, ConfigError, package_version
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
+from wren.transport.addresses import ServerUrls, server_urls
 from wren.transport.auth import check_auth_config
 from wren.transport.server import SESSIONS_KEY, build_web_app
 
@@ -62,6 +63,7 @@ class WrenServer:
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self.urls: list[ServerUrls] = []  # console, OTA and WebSocket URL per reachable address, once bound
 
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Load what is missing, bind, and return the port actually bound (port 0 = ephemeral)."""
@@ -99,8 +101,11 @@ class WrenServer:
         await site.start()
         sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
         self.port = sockets[0].getsockname()[1] if sockets else port
-        log.info("Wren listening on %s:%s (WebSocket %s, OTA %s)", host or self.config.server.host, self.port,
-                 self.config.server.websocket_path, self.config.server.ota_path)
+        self.urls = server_urls(host or self.config.server.host, int(self.port or 0),
+                                self.config.server.websocket_path, self.config.server.ota_path)
+        for url in self.urls:
+            log.info("Wren %s listening: console %s, OTA %s, WebSocket %s", package_version(), url.console,
+                     url.ota, url.websocket)
         return int(self.port or 0)
 
     def _warm_fixed_phrases(self, loop: asyncio.AbstractEventLoop) -> None:

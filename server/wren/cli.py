@@ -6,16 +6,20 @@ import argparse
 import importlib
 import sys
 
+from wren.config import package_version
+
 # subcommand -> module with `add_arguments(parser)` and `run(args) -> int`
 COMMANDS = {
     "serve": "wren.commands.serve",
     "chat": "wren.commands.chat",
     "token": "wren.commands.token",
+    "config": "wren.commands.config",
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wren", description="Wren voice assistant server")
+    parser.add_argument("--version", action="version", version=f"wren {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     modules = {}
     for name, module_name in COMMANDS.items():

@@ -32,7 +32,7 @@ class WrenProcess:
 
 @contextmanager
 def wren_serve(
-    data_dir: Path, env: dict[str, str] | None = None, start_timeout: float = 180
+    data_dir: Path, env: dict[str, str] | None = None, start_timeout: float = 180, host: str = "127.0.0.1"
 ) -> Iterator[WrenProcess]:
     """Start `wren serve` with its data in `data_dir`; `env` adds WREN_* options. Inherited WREN_*
     variables are dropped so the caller's environment cannot change what is tested."""
@@ -41,7 +41,7 @@ def wren_serve(
     full_env.update(WREN_SERVER_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", **(env or {}))
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wren.cli", "serve", "--host", "127.0.0.1", "--port", "0"],
+            [sys.executable, "-m", "wren.cli", "serve", "--host", host, "--port", "0"],
             stdout=log, stderr=subprocess.STDOUT, text=True, env=full_env, cwd=REPO,
         )
         try:

@@ -66,7 +66,10 @@ class AgentLoop:
 
     @classmethod
     def from_config(cls, config: Config) -> AgentLoop:
+        from wren.config import default_data_dir
+
         check_timezone_setting(config.server.timezone)
+        data_dir = Path(config.server.data_dir or default_data_dir()).expanduser()  # never the working folder
         server_tools = None
         if config.mcp.config_file:
             from wren.tools.server_mcp import ServerMcpTools
@@ -74,9 +77,7 @@ class AgentLoop:
             server_tools = ServerMcpTools.from_file(config.mcp.config_file, config.mcp)
         return cls(
             make_engine(config),
-            SessionStore(
-                Path(config.server.data_dir) / "sessions.sqlite3", config.agent.history_max_messages
-            ),
+            SessionStore(data_dir / "sessions.sqlite3", config.agent.history_max_messages),
             server_tools=server_tools,
             max_concurrent_turns=config.agent.max_concurrent_turns,
             tool_timeout_s=config.mcp.tool_timeout_s,

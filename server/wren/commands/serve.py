@@ -1,6 +1,9 @@
 """Run the Wren server: device WebSocket, OTA endpoint and status page on one port.
 
-Loads the speech models once, then serves until SIGINT/SIGTERM.
+Loads the speech models once, then serves until SIGINT/SIGTERM. Once bound it prints the URLs to use from
+the LAN (console, OTA, WebSocket) for each address of the machine. A configuration mistake (unknown
+option or engine, wrong type, bad TOML, a model path that does not exist) is one line on stderr and exit
+code 2, before anything is loaded where it can be.
 """
 
 from __future__ import annotations
@@ -9,8 +12,10 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 
-from wren.config import ConfigError, load_config
+from wren.config import ConfigError, load_config, package_version
+from wren.transport.addresses import describe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,16 +26,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    config = load_config(args.config)  # a mistake here is reported before anything heavy is imported
     from wren.app import WrenServer
 
-    config = load_config(args.config)
     server = WrenServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     port = await server.start(args.host, args.port)
-    print(f"Wren server listening on port {port}", flush=True)
+    print(f"Wren server {package_version()} listening on port {port}; from this network:", flush=True)
+    print("\n".join(describe(server.urls, config.server.public_ws_url)), flush=True)
     try:
         await stop.wait()
     finally:
@@ -38,13 +44,19 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `wren --version` and `wren config` should not load the speech stack.
+    from wren.speech.asr.errors import AsrError
+    from wren.speech.tts.base import TtsError
+    from wren.tools.server_mcp import ServerConfigError
+
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         asyncio.run(_serve(args))
-    except ConfigError as exc:
-        print(f"wren serve: {exc}")
+    except (ConfigError, ServerConfigError, AsrError, TtsError) as exc:
+        # A setting that cannot work (AsrError/TtsError here: a model or voice that cannot be loaded).
+        print(f"wren serve: {exc}", file=sys.stderr)
         return 2
     return 0

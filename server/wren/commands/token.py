@@ -7,6 +7,7 @@ as `Authorization: Bearer <token>`. Devices that use the OTA endpoint get a fres
 from __future__ import annotations
 
 import argparse
+import sys
 
 from wren.config import ConfigError, load_config
 from wren.transport.auth import sign_token
@@ -23,6 +24,6 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         print(sign_token(config.auth.secret, args.client_id, args.device_id))
     except ConfigError as exc:
-        print(f"wren token: {exc}")
+        print(f"wren token: {exc}", file=sys.stderr)
         return 2
     return 0

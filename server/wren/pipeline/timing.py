@@ -11,7 +11,9 @@ machine, so a benchmark client can line its own send/receive times up with the s
   and logs it when the session closes, as `wren-timing uplink {json}`.
 
 Cost: a few `time.monotonic()` calls and dict increments per frame; no frames to devices, no I/O per
-frame. `RECENT_TURNS` keeps the last turns in memory for in-process callers.
+frame. `RECENT_TURNS` keeps the last turns in memory for in-process callers. A `TimingSink` handed to
+either record also gets each finished turn record and each frame's lag as they happen (the server's
+`/metrics`, wren.transport.metrics); a sink that raises is logged and never breaks the turn.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 log = logging.getLogger("wren.timing")
 
@@ -41,12 +44,23 @@ TURN_STAGES = (
 )
 
 
+class TimingSink(Protocol):
+    """Observer of the timing records (called on the event loop; must be cheap and not block)."""
+
+    def turn_finished(self, record: dict) -> None: ...
+
+    def uplink_lag(self, lag_ms: float) -> None: ...
+
+
 @dataclass
 class TurnTiming:
     device: str
     source: str  # "speech" (recognised words), "text" (typed query) or "prompt" (empty input)
     turn: int = 0
     stamps: dict[str, float] = field(default_factory=dict)
+    sink: TimingSink | None = None
+    heard: str = ""  # the words answered (recognised or typed; empty for a prompt): the web console
+    said: str = ""  # the sentences whose audio went out
 
     def mark(self, stage: str, at: float | None = None) -> None:
         if stage not in self.stamps:
@@ -79,8 +93,14 @@ class TurnTiming:
             "t": {k: round(v, 6) for k, v in self.stamps.items()},
             "ms": self.split_ms(),
         }
-        RECENT_TURNS.append(record)
         log.info("%s turn %s", PREFIX, json.dumps(record, separators=(",", ":")))
+        record.update(heard=self.heard, said=self.said)  # in memory only: the log line stays timing
+        RECENT_TURNS.append(record)
+        if self.sink is not None:
+            try:
+                self.sink.turn_finished(record)
+            except Exception:
+                log.exception("timing sink failed on a turn record")
         return record
 
 
@@ -102,8 +122,9 @@ class UplinkTiming:
     inbox queueing, executor wait and the CPU work itself. `proc` is only the part after arrival.
     """
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, sink: TimingSink | None = None) -> None:
         self.device = device
+        self.sink = sink
         self.frame_s = 0.06
         self._arrivals: deque[float] = deque()  # bounded by the inbox: one stamp per frame waiting in it
         self._anchor: float | None = None
@@ -143,6 +164,12 @@ class UplinkTiming:
         self.proc_hist[p] = self.proc_hist.get(p, 0) + 1
         if lag_ms > self.max_lag_ms:
             self.max_lag_ms = lag_ms
+        if self.sink is not None:
+            try:
+                self.sink.uplink_lag(lag_ms)
+            except Exception:
+                log.exception("timing sink failed on an uplink frame")
+                self.sink = None  # once, not 16 log lines a second
 
     def report(self) -> None:
         if not self.frames:

@@ -27,7 +27,7 @@ from shared_protocol.constants import CLOSE_BAD_HELLO, CLOSE_NO_HELLO, CLOSE_NOR
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.timing import UplinkTiming
 from wren.session.device_tools import DeviceTools
-from wren.session.hello import HelloRefused, looks_like_hello, negotiate, with_transport
+from wren.session.hello import HelloRefused, Negotiated, looks_like_hello, negotiate, with_transport
 from wren.session.inbox import AudioRun, Inbox, ReplyEnded
 from wren.session.listening import Listener
 from wren.session.outbox import Outbox
@@ -67,7 +67,8 @@ class DeviceSession:
                                                    a.downlink_frame_ms, a.opus_bitrate)
         self.state = DeviceState.IDLE
         self.hello_received = asyncio.Event()
-        self.uplink_timing = UplinkTiming(identity.device_id)
+        self.negotiated: Negotiated | None = None  # the audio and framing of the last hello (the web console)
+        self.uplink_timing = UplinkTiming(identity.device_id, services.timing)
         self.listener = Listener(services.speech, self.config.vad, services.listen_executor,
                                  self.uplink_timing, identity.device_id)
         self.tools = DeviceTools(services.agent, self.session_key, self.config.asr.bias, self.name,
@@ -80,7 +81,7 @@ class DeviceSession:
             agent=services.agent, device_tools=self.tools.client, tts=services.speech.tts,
             speak_executor=services.speak_executor, downlink=self._configured_downlink,
             prebuffer_frames=a.prebuffer_frames, drain_margin_ms=a.drain_margin_ms,
-            on_state=self._on_turn_state, on_audio=self.touch,
+            on_state=self._on_turn_state, on_audio=self.touch, timing_sink=services.timing,
         )
         self.replies = ReplyQueue(self.reply_context, self.name, self._after_turn)
         self.turns = TurnTaking(
@@ -129,13 +130,24 @@ class DeviceSession:
         await self.listener.close()
         await self.tools.close()
         self.uplink_timing.report()
-        s = self.stats
+        d = self.dropped_counts()
         log.info(
             "%s: session %s closed (%d turns; dropped: %d before hello, %d binary while not listening, "
             "%d bad binary, %d malformed JSON, %d unknown types)",
-            self.name, self.session_id, self.replies.turns, s.frames_before_hello, s.binary_not_listening,
-            self.listener.bad_packets, s.malformed_json, s.unknown_types,
+            self.name, self.session_id, self.replies.turns, d["before_hello"], d["binary_not_listening"],
+            d["bad_binary"], d["malformed_json"], d["unknown_type"],
         )
+
+    def dropped_counts(self) -> dict[str, int]:
+        """Input dropped so far, by kind (they only grow): the close log line and `/metrics`."""
+        s = self.stats
+        return {
+            "before_hello": s.frames_before_hello,
+            "binary_not_listening": s.binary_not_listening,
+            "bad_binary": self.listener.bad_packets,
+            "malformed_json": s.malformed_json,
+            "unknown_type": s.unknown_types,
+        }
 
     # ---- state -----------------------------------------------------------------------------------
 
@@ -267,6 +279,7 @@ class DeviceSession:
             await self.outbox.close(refused.code, refused.reason)
             raise ConnectionClosed() from None
         self.outbox.protocol_version = hello.protocol_version
+        self.negotiated = hello
         self.reply_context.downlink = hello.downlink
         self.uplink_timing.set_frame_ms(hello.uplink_frame_ms)
         first = not self.hello_received.is_set()

@@ -28,7 +28,7 @@ from wren.pipeline.pacer import PlaybackPacer
 from wren.pipeline.respond import RespondStage
 from wren.pipeline.stage import Pipeline
 from wren.pipeline.synthesise import SynthesiseStage
-from wren.pipeline.timing import TurnTiming
+from wren.pipeline.timing import TimingSink, TurnTiming
 from wren.session.outbox import CURRENT_TURN, Outbox
 from wren.session.services import ConnectionClosed
 
@@ -46,6 +46,7 @@ class TurnRequest:
     user_text: str | None = None  # recognised or typed words: answered by the agent
     prompt_text: str | None = None  # words the session decided to speak (empty-input prompts, timers)
     close_after: bool = False  # give-up: close the connection once this is spoken
+    typed: bool = False  # user_text was typed (`listen detect`), not recognised from speech
 
 
 @dataclass
@@ -64,6 +65,7 @@ class ReplyContext:
     drain_margin_ms: int
     on_state: Callable[[ReplyTurn], None]  # speaking started or ended
     on_audio: Callable[[], None]  # outgoing speech is activity (reference §10 row 12)
+    timing_sink: TimingSink | None = None  # gets each turn's timing record when the turn ends
 
 
 class _TurnSink:
@@ -96,8 +98,9 @@ class ReplyTurn:
         self.spoken: list[str] = []  # sentences whose audio started going out
         self._agent_turn: Any = None  # the agent's turn, once the agent was asked
         self._agent_done = False
-        source = "speech" if request.user_text is not None else "prompt"
-        self.timing = TurnTiming(ctx.device_id, source, turn_id)
+        source = "prompt" if request.user_text is None else "text" if request.typed else "speech"
+        self.timing = TurnTiming(ctx.device_id, source, turn_id, sink=ctx.timing_sink,
+                                 heard=request.user_text or "")
 
     def __repr__(self) -> str:
         return f"<turn {self.turn_id}{' cancelled' if self.cancelled else ''}>"
@@ -130,6 +133,7 @@ class ReplyTurn:
                 # Cut off (abort, barge-in, failure) even if the text was complete: the history keeps
                 # only what the user actually heard.
                 await self._interrupt_agent()
+            self.timing.said = " ".join(self.spoken)
             self.timing.finish(self.cancelled)
 
     async def _speak(self) -> None:

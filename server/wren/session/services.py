@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wren.config import Config
+from wren.pipeline.timing import TimingSink
 
 
 class ConnectionClosed(Exception):
@@ -46,6 +47,7 @@ class SessionServices:
     listen_executor: Executor  # decode, VAD, ASR accept/finish
     speak_executor: Executor  # TTS synthesis, resampling, encoding
     wake_words: frozenset[str] = field(default_factory=frozenset)
+    timing: TimingSink | None = None  # gets every turn record and uplink lag (the server's /metrics)
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words

@@ -100,7 +100,7 @@ class TurnTaking:
             await self.listener.abandon()
             self._on_state("typed query")
         self.decider.typed()
-        self.replies.queue(TurnRequest(user_text=text))
+        self.replies.queue(TurnRequest(user_text=text, typed=True))
 
     async def on_audio(self, pending: list[tuple[bytes, float | None]]) -> int:
         """Feed audio (payload, arrival) in order; an empty payload is an end-of-recording mark. Returns how

@@ -1,13 +1,18 @@
-"""`POST /xiaozhi/ota/`: the device's boot-time check (reference §6).
+"""`POST /xiaozhi/ota/`: the device's boot-time check (reference §6); `GET` says what is there.
 
 Answers with the WebSocket to use (`url`, a freshly signed `token` in token mode, binary protocol
 `version`), the server time (ms since epoch + timezone offset in minutes, which the device uses to set
 its clock) and the firmware section echoing the device's own version (no upgrade offered). Both
 `Device-Id` and `Client-Id` headers are required, as xiaozhi servers do; a missing one is a clear 400.
+
+A `GET` (someone checking the OTA URL they typed into a device, as xinnan answers it) gets 200 with the
+WebSocket URL devices would be handed: JSON by default, a small HTML page for a browser, plain text when
+that is what the Accept header prefers.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import time
@@ -16,7 +21,7 @@ from datetime import datetime
 from aiohttp import web
 
 from wren.agent.timeparse import local_timezone
-from wren.config import Config
+from wren.config import Config, package_version
 from wren.transport.auth import Authenticator
 
 log = logging.getLogger(__name__)
@@ -79,3 +84,42 @@ def make_ota_handler(config: Config, auth: Authenticator):
         )
 
     return ota
+
+
+INFO_TYPES = ("application/json", "text/html", "text/plain")  # what GET answers in; JSON by default
+
+
+def preferred_type(accept: str, offered: tuple[str, ...]) -> str:
+    """The offered media type the Accept header ranks highest (q, then order); `offered[0]` by default."""
+    best, best_q = offered[0], 0.0
+    for rank in accept.split(","):
+        media, *params = (part.strip().lower() for part in rank.split(";"))
+        q = 1.0
+        for param in params:
+            if param.startswith("q="):
+                try:
+                    q = float(param[2:])
+                except ValueError:
+                    q = 0.0
+        for kind in offered:
+            if media in (kind, f"{kind.split('/')[0]}/*") and q > best_q:
+                best, best_q = kind, q
+    return best
+
+
+def make_ota_info_handler(config: Config):
+    async def info(request: web.Request) -> web.Response:
+        url = websocket_url(config, request)
+        server = f"wren {package_version()}"
+        kind = preferred_type(request.headers.get("Accept", ""), INFO_TYPES)
+        if kind == "text/html":
+            page = (f"<!doctype html><meta charset=utf-8><title>Wren OTA</title><h1>Wren OTA endpoint</h1>"
+                    f"<p>{html.escape(server)} is running. Devices POST their boot check here and are sent "
+                    f"to <code>{html.escape(url)}</code>.</p><p><a href=\"/\">Console</a></p>")
+            return web.Response(text=page, content_type="text/html")
+        if kind == "text/plain":
+            return web.Response(text=f"{server}: OTA endpoint is running; devices POST here and are sent to "
+                                     f"the WebSocket {url}\n")
+        return web.json_response({"websocket": {"url": url}, "server": server, "hint": "devices POST here"})
+
+    return info

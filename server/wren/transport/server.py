@@ -11,12 +11,15 @@ from aiohttp import web
 from shared_protocol.constants import CLOSE_GOING_AWAY
 from wren.session import SessionServices
 from wren.transport.auth import Authenticator
-from wren.transport.ota import make_ota_handler
+from wren.transport.console import add_console_routes
+from wren.transport.metrics import ServerMetrics, add_metrics_route
+from wren.transport.ota import make_ota_handler, make_ota_info_handler
 from wren.transport.websocket import STATUS_TEXT, make_websocket_handler
 
 log = logging.getLogger(__name__)
 
 SESSIONS_KEY = web.AppKey("wren_sessions", set)
+METRICS_KEY = web.AppKey("wren_metrics", ServerMetrics)
 
 
 def _both(path: str) -> list[str]:
@@ -32,16 +35,29 @@ def build_web_app(services: SessionServices) -> web.Application:
     app = web.Application(client_max_size=max(1024 * 1024, config.server.max_frame_bytes))
     app[SESSIONS_KEY] = sessions
 
-    async def status(request: web.Request) -> web.Response:
+    # The web console (wren.transport.console): a browser asking for `/` gets its page, anyone else this line.
+    console = add_console_routes(app, config, sessions, auth) if config.console.enabled else None
+
+    async def status(request: web.Request) -> web.StreamResponse:
+        if console is not None and console.wants_page(request):
+            return await console.page(request)
         return web.Response(text=STATUS_TEXT)
 
-    ws_handler = make_websocket_handler(services, auth, sessions)
+    # /metrics (wren.transport.metrics): one registry per app; it is the sessions' timing sink.
+    metrics = ServerMetrics(services.speech, {"listen": services.listen_executor,
+                                              "speak": services.speak_executor})
+    if services.timing is None:
+        services.timing = metrics
+    app[METRICS_KEY] = metrics
+    add_metrics_route(app, metrics)
+    ws_handler = make_websocket_handler(services, auth, sessions, metrics)
     ota_handler = make_ota_handler(config, auth)
     app.router.add_get("/", status)
     for path in _both(config.server.websocket_path):
         app.router.add_get(path, ws_handler)
     for path in _both(config.server.ota_path):
         app.router.add_post(path, ota_handler)
+        app.router.add_get(path, make_ota_info_handler(config))  # 200 with the WebSocket URL, not 405
 
     async def close_sessions(app: web.Application) -> None:
         # On shutdown, close every device socket (1001 going away) so no handler outlives the server.

@@ -18,6 +18,7 @@ from wren.session import DeviceSession, SessionServices
 from wren.transport.auth import Authenticator
 from wren.transport.connection import WebSocketConnection, close_reason
 from wren.transport.identity import identity_from_request
+from wren.transport.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ def is_websocket_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
-def make_websocket_handler(services: SessionServices, auth: Authenticator, sessions: set[Any]):
+def make_websocket_handler(services: SessionServices, auth: Authenticator, sessions: set[Any],
+                           metrics: ServerMetrics | None = None):
     max_frame = services.config.server.max_frame_bytes
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -52,6 +54,8 @@ def make_websocket_handler(services: SessionServices, auth: Authenticator, sessi
         log.info("connected %s (%s)", identity.describe(), verdict.reason)
         session = DeviceSession(identity, WebSocketConnection(ws), services)
         sessions.add(session)
+        if metrics is not None:
+            metrics.session_opened(session)
         session.start()
         try:
             async for msg in ws:
@@ -66,6 +70,8 @@ def make_websocket_handler(services: SessionServices, auth: Authenticator, sessi
         finally:
             sessions.discard(session)
             await session.close()
+            if metrics is not None:
+                metrics.session_closed(session)  # its dropped-input counts join the totals
             if not ws.closed:
                 await ws.close()
             log.info("disconnected %s (close code %s)", identity.describe(), ws.close_code)

@@ -76,6 +76,12 @@ class DecodeScheduler:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def waiting(self) -> int:
+        """Decodes waiting for a thread, cancelled ones left out (the server's `/metrics`)."""
+        with self._ready:
+            return sum(1 for entry in self._heap if not entry[2].cancelled())
+
     def _run(self) -> None:
         while True:
             with self._ready:

@@ -1,0 +1,194 @@
+"""`GET /metrics`: the server's counters and latency histograms in the Prometheus text format.
+
+One `ServerMetrics` per server app, with its own `CollectorRegistry` (never the process-global one, so
+several servers in one process, as in the tests, keep apart). What feeds it:
+
+- the turn and uplink timing records (`wren.pipeline.timing`): this object is the `TimingSink` in
+  `SessionServices.timing`, so every finished turn and every processed uplink frame is observed as it
+  happens (a dict look-up and a histogram bucket; no I/O);
+- the sessions: the transport tells it when a session opens and when it has closed; dropped input is read
+  from the open sessions at scrape time and folded into running totals when a session closes, so the
+  counters are live and never go back;
+- the speech stack and the executors, read at scrape time (queue depths).
+
+Every metric is listed in docs/server.md "Metrics".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.aiohttp import make_aiohttp_handler
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
+
+from wren.config import package_version
+
+log = logging.getLogger(__name__)
+
+METRICS_PATH = "/metrics"
+
+# The spans of TurnTiming.split_ms(), in the order they happen.
+TURN_STAGES = (
+    "asr_finalise",
+    "queue_to_start",
+    "engine_first_sentence",
+    "tts_first_audio",
+    "encode",
+    "send",
+    "input_end_to_first_audio",
+)
+STAGE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0)
+LAG_BUCKETS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+DROPPED_KINDS = ("before_hello", "binary_not_listening", "bad_binary", "malformed_json", "unknown_type")
+DEVICE_STATES = ("idle", "listening", "speaking")
+
+
+class ServerMetrics:
+    """The metrics of one server app; also the `TimingSink` of its sessions."""
+
+    def __init__(self, speech: Any = None, executors: dict[str, Executor] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.speech = speech
+        self.executors = dict(executors or {})
+        self._open: set[Any] = set()  # sessions whose dropped input is read live
+        self._closed_dropped = dict.fromkeys(DROPPED_KINDS, 0)  # ... and what closed sessions dropped
+        self.turns = Counter(
+            "wren_turns", "Reply turns finished, by source (speech, text, prompt) and whether cancelled.",
+            ["source", "cancelled"], registry=self.registry,
+        )
+        self.turn_stage = Histogram(
+            "wren_turn_stage_seconds", "Latency of each stage of a reply turn (the turn timing records).",
+            ["stage"], buckets=STAGE_BUCKETS_S, registry=self.registry,
+        )
+        self.lag = Histogram(
+            "wren_uplink_lag_seconds",
+            "How far behind real time each uplink audio frame finished decode, VAD and ASR.",
+            buckets=LAG_BUCKETS_S, registry=self.registry,
+        )
+        for source in ("speech", "text", "prompt"):  # present (at 0) from the first scrape
+            for cancelled in ("false", "true"):
+                self.turns.labels(source, cancelled)
+        for stage in TURN_STAGES:
+            self.turn_stage.labels(stage)
+        self.registry.register(_LiveCollector(self))
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes…
+
+    # ---- TimingSink (wren.pipeline.timing) --------------------------------------------------------
+
+    def turn_finished(self, record: dict) -> None:
+        self.turns.labels(str(record.get("source", "speech")),
+                          "true" if record.get("cancelled") else "false").inc()
+        spans = record.get("ms") or {}
+        for stage in TURN_STAGES:
+            ms = spans.get(stage)
+            if ms is not None:
+                self.turn_stage.labels(stage).observe(max(0.0, ms) / 1000)
+
+    def uplink_lag(self, lag_ms: float) -> None:
+        self.lag.observe(max(0.0, lag_ms) / 1000)
+
+    # ---- sessions (called by wren.transport.websocket) ----------------------------------------------
+
+    def session_opened(self, session: Any) -> None:
+        self._open.add(session)
+
+    def session_closed(self, session: Any) -> None:
+        """After `session.close()`: its final counts join the totals, in the same step it stops being read."""
+        if session not in self._open:
+            return
+        self._open.discard(session)
+        for kind, count in _dropped(session).items():
+            self._closed_dropped[kind] = self._closed_dropped.get(kind, 0) + count
+
+    # ---- scrape ------------------------------------------------------------------------------------
+
+    def dropped_totals(self) -> dict[str, int]:
+        totals = dict(self._closed_dropped)
+        for session in list(self._open):
+            for kind, count in _dropped(session).items():
+                totals[kind] = totals.get(kind, 0) + count
+        return totals
+
+    def device_states(self) -> dict[str, int]:
+        states = dict.fromkeys(DEVICE_STATES, 0)
+        for session in list(self._open):
+            state = getattr(getattr(session, "state", None), "value", "idle")
+            states[state] = states.get(state, 0) + 1
+        return states
+
+    def handler(self) -> Any:
+        return make_aiohttp_handler(self.registry)
+
+
+def _dropped(session: Any) -> dict[str, int]:
+    counts = getattr(session, "dropped_counts", None)
+    return counts() if callable(counts) else {}
+
+
+def _queue_size(executor: Executor) -> int | None:
+    queue = getattr(executor, "_work_queue", None)  # ThreadPoolExecutor: work not yet taken by a thread
+    try:
+        return int(queue.qsize()) if queue is not None else None
+    except (AttributeError, NotImplementedError):
+        return None
+
+
+class _LiveCollector:
+    """What is read at scrape time: devices, dropped input, queue depths, the version."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._m = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # nothing fixed to describe: the registry then collects on demand only
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._m
+        info = GaugeMetricFamily("wren_build_info", "The Wren version serving (always 1).",
+                                 labels=["version"])
+        info.add_metric([package_version()], 1)
+        yield info
+        devices = GaugeMetricFamily("wren_devices_connected", "Device sockets with a live session, by state.",
+                                    labels=["state"])
+        for state, count in m.device_states().items():
+            devices.add_metric([state], count)
+        yield devices
+        dropped = CounterMetricFamily(
+            "wren_dropped_input", "Device input dropped and counted instead of failing the session, by kind.",
+            labels=["kind"],
+        )
+        for kind, count in m.dropped_totals().items():
+            dropped.add_metric([kind], count)
+        yield dropped
+        pools = GaugeMetricFamily("wren_executor_queue_depth",
+                                  "CPU work waiting for a thread: listen (decode, VAD, ASR), speak (TTS).",
+                                  labels=["pool"])
+        for name, executor in m.executors.items():
+            size = _queue_size(executor)
+            if size is not None:
+                pools.add_metric([name], size)
+        yield pools
+        yield from self._asr()
+
+    def _asr(self) -> Iterator[Metric]:
+        scheduler = getattr(getattr(self._m.speech, "asr", None), "scheduler", None)  # moonshine only
+        if scheduler is None:
+            return
+        waiting = GaugeMetricFamily("wren_asr_decode_queue_depth",
+                                    "Moonshine decodes waiting for a thread (urgent, commit, speculative).")
+        waiting.add_metric([], getattr(scheduler, "waiting", 0))
+        yield waiting
+        shed = CounterMetricFamily("wren_asr_speculative_dropped",
+                                   "Moonshine speculative decodes dropped because too many were waiting.")
+        shed.add_metric([], getattr(scheduler, "dropped_speculative", 0))
+        yield shed
+
+
+def add_metrics_route(app: web.Application, metrics: ServerMetrics) -> None:
+    app.router.add_get(METRICS_PATH, metrics.handler())
