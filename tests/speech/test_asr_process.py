@@ -206,6 +206,9 @@ def test_a_dead_worker_turns_the_utterance_into_one_without_text(silero_vad):
         (pid,) = engine.worker_pids
         lost = utterance(first_half_then=lambda: os.kill(pid, signal.SIGKILL))
         assert lost.heard_speech and lost.text == ""
+        deadline = time.monotonic() + 120
+        while pid in engine.worker_pids and time.monotonic() < deadline:  # the supervisor saw it die
+            time.sleep(0.05)
         engine.wait_all_ready(120)
         assert utterance().text == "what time is it"
     finally:
