@@ -190,7 +190,8 @@ async def test_talk_gives_a_browser_device_its_websocket_path(server):
 
 
 async def test_with_a_key_the_page_and_apis_need_it_and_devices_do_not(start_server):
-    keyed = start_server(console={"key": "s3cret"}, auth={"mode": "token", "secret": "device-secret"})
+    keyed = start_server(console={"key": "s3cret"}, auth={"mode": "token",
+                                                          "secret": "device-secret-0123456789"})
     url = keyed.http_url
     async with aiohttp.ClientSession() as http:
         for path in ("/api/status", "/api/events", "/api/talk", "/console/"):

@@ -62,7 +62,9 @@ async def test_allowlisted_device_needs_no_token(token_server):
 
 
 async def test_ota_returns_websocket_token_and_server_time(token_server):
-    headers = {"Device-Id": "02:00:00:00:00:05", "Client-Id": "client-5"}
+    # Token mode: OTA renews a token the device already holds (unknown devices get none: test_auth_hardening).
+    held = sign_token(SECRET, "client-5", "02:00:00:00:00:05", ts=int(time.time()) - 60)
+    headers = {"Device-Id": "02:00:00:00:00:05", "Client-Id": "client-5", "Authorization": f"Bearer {held}"}
     body = {"application": {"version": "1.2.3"}, "board": {"type": "wren-host"}}
     async with aiohttp.ClientSession() as http:
         before = time.time() * 1000

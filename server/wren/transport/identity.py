@@ -4,16 +4,24 @@ Stock firmware sends `Device-Id`, `Client-Id`, `Authorization` and `Protocol-Ver
 (reference §1.2). Clients that cannot set headers pass `?device-id=…&client-id=…&authorization=…
 &protocol-version=…` instead, as xinnan accepts. Header names are case-insensitive (aiohttp's
 CIMultiDict); query names are matched case-insensitively too.
+
+Ids are checked before anything logs or keys on them (`id_problem`): at most 64 characters of printable
+ASCII without spaces, quotes, backslashes or control characters. MACs, UUIDs and the console's
+`browser-…` ids pass; a newline, a terminal escape or a megabyte of text does not. Logs show ids with
+repr(), so even a passing id cannot look like another log line.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiohttp import web
 
 PROTOCOL_VERSIONS = (1, 2, 3)
+MAX_ID_CHARS = 64
+_ID_CHARS = re.compile(r"[!#-&(-\[\]-~]+")  # 0x21..0x7e without " ' and backslash
 
 
 @dataclass(frozen=True)
@@ -25,7 +33,22 @@ class DeviceIdentity:
     remote: str  # peer address, for logs only
 
     def describe(self) -> str:
-        return f"device={self.device_id or '?'} client={self.client_id or '?'} from {self.remote}"
+        return f"device={self.device_id!r} client={self.client_id!r} from {self.remote}"
+
+
+def id_problem(kind: str, value: str) -> str | None:
+    """Why `value` cannot be a device or client id (`kind` names it in the reason), or None."""
+    if len(value) > MAX_ID_CHARS:
+        return f"{kind} longer than {MAX_ID_CHARS} characters"
+    if not _ID_CHARS.fullmatch(value):
+        return f"{kind} must be printable ASCII without spaces, quotes or backslashes"
+    return None
+
+
+def shown_id(value: str) -> str:
+    """An id as logs show it, whatever a client sent: repr() (no raw control characters), cut short."""
+    return repr(value[:MAX_ID_CHARS]) + (f" (+{len(value) - MAX_ID_CHARS} characters)"
+                                         if len(value) > MAX_ID_CHARS else "")
 
 
 def _lower_keys(query: Mapping[str, str]) -> dict[str, str]:

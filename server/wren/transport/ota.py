@@ -1,13 +1,18 @@
 """`POST /xiaozhi/ota/`: the device's boot-time check (reference §6); `GET` says what is there.
 
-Answers with the WebSocket to use (`url`, a freshly signed `token` in token mode, binary protocol
-`version`), the server time (ms since epoch + timezone offset in minutes, which the device uses to set
-its clock) and the firmware section echoing the device's own version (no upgrade offered). Both
-`Device-Id` and `Client-Id` headers are required, as xiaozhi servers do; a missing one is a clear 400.
+Answers with the WebSocket to use (`url`, a `token`, binary protocol `version`), the server time (ms
+since epoch + timezone offset in minutes, which the device uses to set its clock) and the firmware section
+echoing the device's own version (no upgrade offered). Both `Device-Id` and `Client-Id` headers are
+required, as xiaozhi servers do; a missing or malformed one is a clear 400.
 
 A `GET` (someone checking the OTA URL they typed into a device, as xinnan answers it) gets 200 with the
 WebSocket URL devices would be handed: JSON by default, a small HTML page for a browser, plain text when
 that is what the Accept header prefers.
+
+Tokens (auth mode `token`): a fresh one only for a device that already holds a valid token for these ids
+(`Authorization: Bearer …` on the OTA request: renewal) or is listed in `auth.allowed_devices`. Anyone
+else gets an empty token (and the rest of the answer), so knowing a Device-Id is not enough to get in;
+such a device needs a token made with `wren token`. Pairing by a code is not there yet.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from aiohttp import web
 from wren.agent.timeparse import local_timezone
 from wren.config import Config, package_version
 from wren.transport.auth import Authenticator
+from wren.transport.identity import DeviceIdentity, id_problem, shown_id
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,20 @@ def timezone_offset_minutes(config: Config) -> int:
     return int(offset.total_seconds() // 60) if offset is not None else 0
 
 
+def token_for(auth: Authenticator, identity: DeviceIdentity) -> tuple[str, str]:
+    """(token, why): what the OTA answer hands this device; an empty token unless it may have one."""
+    if auth.config.mode != "token":
+        return "", "open mode"
+    if auth.is_allowed(identity.device_id):
+        return auth.sign(identity.client_id, identity.device_id), "allowed device"
+    if not identity.authorization:
+        return "", "no token: not in auth.allowed_devices and no valid token presented"
+    verdict = auth.check_token(identity)
+    if verdict.ok:
+        return auth.sign(identity.client_id, identity.device_id), "renewed a valid token"
+    return "", f"no token: {verdict.reason}"
+
+
 def make_ota_handler(config: Config, auth: Authenticator):
     async def ota(request: web.Request) -> web.Response:
         device_id = request.headers.get("Device-Id", "").strip()
@@ -60,6 +80,11 @@ def make_ota_handler(config: Config, auth: Authenticator):
             return web.json_response(
                 {"error": f"missing {' and '.join(missing)} header(s)"}, status=400
             )
+        problem = id_problem("Device-Id", device_id) or id_problem("Client-Id", client_id)
+        if problem is not None:
+            log.info("OTA request from %s refused (device %s, client %s): %s", request.remote,
+                     shown_id(device_id), shown_id(client_id), problem)
+            return web.json_response({"error": f"invalid {problem}"}, status=400)
         raw = await request.read()
         body: object = {}
         if raw.strip():
@@ -67,7 +92,10 @@ def make_ota_handler(config: Config, auth: Authenticator):
                 body = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
                 return web.json_response({"error": "body must be the device's system-info JSON"}, status=400)
-        log.info("OTA check from device %s (firmware %s)", device_id, _device_version(body))
+        identity = DeviceIdentity(device_id, client_id, request.headers.get("Authorization", "").strip(),
+                                  None, request.remote or "?")
+        token, why = token_for(auth, identity)
+        log.info("OTA check from device %r (firmware %r): %s", device_id, _device_version(body)[:64], why)
         return web.json_response(
             {
                 "server_time": {
@@ -77,7 +105,7 @@ def make_ota_handler(config: Config, auth: Authenticator):
                 "firmware": {"version": _device_version(body), "url": ""},
                 "websocket": {
                     "url": websocket_url(config, request),
-                    "token": auth.sign(client_id, device_id),
+                    "token": token,
                     "version": config.server.protocol_version,
                 },
             }

@@ -1,7 +1,9 @@
 """`GET /xiaozhi/v1/`: the device WebSocket (or a plain status reply without an Upgrade header).
 
-Order of business on a new socket: identity (headers or query) → admission (auth) → a DeviceSession;
-then this task is the session's *reader*: it only moves frames into the session's inbox, in order.
+Order of business on a new socket: identity (headers or query) → ids checked (4400) → admission
+(auth, 4401) → a DeviceSession, which takes over from any live session of the same device id
+(wren.transport.live: the old one is closed and gone before the new one starts); then this task is the
+session's *reader*: it only moves frames into the session's inbox, in order.
 Library-level pings are off (`heartbeat=None`): some ESP32 builds never pong and would be dropped
 after ~40 s (reference §10 row 2); aiohttp still answers the client's pings (`autoping`).
 """
@@ -17,7 +19,8 @@ from shared_protocol.constants import CLOSE_MISSING_DEVICE_ID, CLOSE_UNAUTHORIZE
 from wren.session import DeviceSession, SessionServices
 from wren.transport.auth import Authenticator
 from wren.transport.connection import WebSocketConnection, close_reason
-from wren.transport.identity import identity_from_request
+from wren.transport.identity import DeviceIdentity, id_problem, identity_from_request, shown_id
+from wren.transport.live import LiveSessions
 from wren.transport.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
@@ -29,9 +32,20 @@ def is_websocket_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
+def identity_refusal(identity: DeviceIdentity) -> str | None:
+    """Why these ids are refused (close 4400), or None; logged with repr(), never raw."""
+    if not identity.device_id:
+        return "missing device id: send a Device-Id header or ?device-id="
+    problem = id_problem("device id", identity.device_id)
+    if problem is None and identity.client_id:  # an empty client id is allowed (some clients send none)
+        problem = id_problem("client id", identity.client_id)
+    return f"invalid {problem}" if problem else None
+
+
 def make_websocket_handler(services: SessionServices, auth: Authenticator, sessions: set[Any],
                            metrics: ServerMetrics | None = None):
     max_frame = services.config.server.max_frame_bytes
+    live = LiveSessions(sessions)
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if not is_websocket_upgrade(request):
@@ -39,21 +53,20 @@ def make_websocket_handler(services: SessionServices, auth: Authenticator, sessi
         identity = identity_from_request(request)
         ws = web.WebSocketResponse(heartbeat=None, autoping=True, max_msg_size=max_frame)
         await ws.prepare(request)
-        if not identity.device_id:
-            log.warning("rejected connection from %s: no device id", identity.remote)
-            await ws.close(
-                code=CLOSE_MISSING_DEVICE_ID,
-                message=close_reason("missing device id: send a Device-Id header or ?device-id="),
-            )
+        refusal = identity_refusal(identity)
+        if refusal is not None:
+            log.info("rejected connection from %s (device %s, client %s): %s", identity.remote,
+                     shown_id(identity.device_id), shown_id(identity.client_id), refusal)
+            await ws.close(code=CLOSE_MISSING_DEVICE_ID, message=close_reason(refusal))
             return ws
         verdict = auth.check(identity)
         if not verdict.ok:
-            log.warning("rejected %s: %s", identity.describe(), verdict.reason)
+            log.info("rejected %s: %s", identity.describe(), verdict.reason)
             await ws.close(code=CLOSE_UNAUTHORIZED, message=close_reason(f"unauthorized: {verdict.reason}"))
             return ws
         log.info("connected %s (%s)", identity.describe(), verdict.reason)
         session = DeviceSession(identity, WebSocketConnection(ws), services)
-        sessions.add(session)
+        await live.admit(session)  # any older session of this device id is closed and gone first
         if metrics is not None:
             metrics.session_opened(session)
         session.start()
@@ -68,7 +81,7 @@ def make_websocket_handler(services: SessionServices, auth: Authenticator, sessi
         except Exception:
             log.exception("%s: reader failed", session.name)
         finally:
-            sessions.discard(session)
+            live.discard(session)
             await session.close()
             if metrics is not None:
                 metrics.session_closed(session)  # its dropped-input counts join the totals
