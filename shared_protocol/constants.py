@@ -9,6 +9,7 @@ MicroPython-safe: plain assignments only (no enum, typing or dataclasses), and i
 CLOSE_NORMAL = 1000  # the session is over (idle timeout, goodbye after empty turns, the device hung up)
 CLOSE_GOING_AWAY = 1001  # the server is shutting down
 CLOSE_PROTOCOL_ERROR = 1002  # the peer broke RFC 6455 (a masked server frame, reserved bits, bad opcode)
+CLOSE_POLICY = 1008  # RFC 6455 "policy violation": the device broke a server limit (uplink far too fast)
 CLOSE_TOO_BIG = 1009  # a message larger than the receiver accepts (checked on the declared length)
 CLOSE_SEND_TIMEOUT = 1011  # RFC 6455 "unexpected condition": the device stopped reading (a write hung 10 s)
 # Wren's own (4000-4999 are for applications): 44xx after the HTTP status they resemble.
@@ -22,6 +23,7 @@ CLOSE_REASONS = {
     CLOSE_NORMAL: "normal closure",
     CLOSE_GOING_AWAY: "server shutting down",
     CLOSE_PROTOCOL_ERROR: "protocol error",
+    CLOSE_POLICY: "policy violation",
     CLOSE_TOO_BIG: "message too big",
     CLOSE_SEND_TIMEOUT: "send timeout",
     CLOSE_MISSING_DEVICE_ID: "missing device id",

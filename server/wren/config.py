@@ -173,6 +173,29 @@ class ConsoleConfig:
 
 
 @dataclass
+class LimitsConfig:
+    """What one device may ask of the server; past each bound the documented thing happens (docs/server.md,
+    "Limits"), never an unbounded queue."""
+
+    # Replies waiting behind the one being spoken (announcements not counted: at most 8 of those). Past it a
+    # new typed query replaces the oldest waiting typed query (the person's latest question wins); other
+    # replies push out the oldest waiting one.
+    queued_replies: int = 3
+    # A longer `listen detect` text is cut to this many characters, at a word boundary.
+    typed_text_chars: int = 1000
+    # `listen detect` texts a device may send per minute (a burst of this many, then one every 60/N s);
+    # the excess is refused (not answered, not activity for the idle timer). 0 = no limit.
+    typed_per_minute: int = 30
+    # Uplink audio faster than this × real time, over a 4 s window (a backlog of this × 4 s of audio at
+    # once passes), is dropped; a device above 3 × real time for 10 s in a row is closed (1008). 0 = no limit.
+    uplink_realtime_factor: float = 1.5
+    # The device's MCP tools taken from its tools/list; the rest are ignored (with a warning).
+    device_tools: int = 128
+    # Total JSON size of the device's tools that are taken; past it the rest are ignored (with a warning).
+    device_tool_bytes: int = 256 * 1024
+
+
+@dataclass
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -183,6 +206,7 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
 
 # Options with a fixed set of values: checked when the configuration is loaded (compared case-insensitively,

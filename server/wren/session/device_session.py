@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared_protocol import ProtocolError, UnknownMessageType, audio, messages
-from shared_protocol.constants import CLOSE_BAD_HELLO, CLOSE_NO_HELLO, CLOSE_NORMAL
+from shared_protocol.constants import CLOSE_BAD_HELLO, CLOSE_NO_HELLO, CLOSE_NORMAL, CLOSE_POLICY
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.timing import UplinkTiming
 from wren.session.device_tools import DeviceTools
 from wren.session.hello import HelloRefused, Negotiated, looks_like_hello, negotiate, with_transport
 from wren.session.inbox import AudioRun, Inbox, ReplyEnded
+from wren.session.limits import UPLINK_CLOSE_AFTER_S, UPLINK_CLOSE_FACTOR, TypedGate, UplinkGate
 from wren.session.listening import Listener
 from wren.session.outbox import Outbox
 from wren.session.replies import ReplyQueue
@@ -71,8 +72,10 @@ class DeviceSession:
         self.uplink_timing = UplinkTiming(identity.device_id, services.timing)
         self.listener = Listener(services.speech, self.config.vad, services.listen_executor,
                                  self.uplink_timing, identity.device_id)
+        limits = self.config.limits
         self.tools = DeviceTools(services.agent, self.session_key, self.config.asr.bias, self.name,
-                                 self.outbox.send_mcp)
+                                 self.outbox.send_mcp, limits.device_tools, limits.device_tool_bytes)
+        self.uplink_gate = UplinkGate(limits.uplink_realtime_factor, self.name)
         self.last_activity = self.connected_at = time.monotonic()
         timers = getattr(services.agent, "timers", None)  # wren.agent.timers.TimerService
         self.timer_link = TimerLink(self.session_key, self.session_id, timers, self.outbox.send)
@@ -83,11 +86,12 @@ class DeviceSession:
             prebuffer_frames=a.prebuffer_frames, drain_margin_ms=a.drain_margin_ms,
             on_state=self._on_turn_state, on_audio=self.touch, timing_sink=services.timing,
         )
-        self.replies = ReplyQueue(self.reply_context, self.name, self._after_turn)
+        self.replies = ReplyQueue(self.reply_context, self.name, self._after_turn, limits.queued_replies)
         self.turns = TurnTaking(
             self.listener, self.replies, name=self.name, session_key=self.session_key, agent=services.agent,
             is_wake_word=services.is_wake_word, keep_socket=self.timer_link.holds, touch=self.touch,
             on_state=self._update_state, answer_abort=self.outbox.answer_abort,
+            typed_gate=TypedGate(limits.typed_per_minute, limits.typed_text_chars, self.name),
         )
         self._inbox = Inbox()
         self._runner: asyncio.Task[None] | None = None
@@ -109,6 +113,13 @@ class DeviceSession:
         await self._enqueue(text)
 
     async def receive_binary(self, data: bytes) -> None:
+        gate = self.uplink_gate
+        if not gate.admit(time.monotonic()):  # faster than `limits.uplink_realtime_factor` × real time
+            if gate.too_fast and not self._closed and not self.outbox.closed:
+                log.warning("%s: uplink above %g × real time for %d s; closing", self.name,
+                            UPLINK_CLOSE_FACTOR, UPLINK_CLOSE_AFTER_S)
+                await self.outbox.close(CLOSE_POLICY, "uplink audio far faster than real time")
+            return
         self.uplink_timing.arrived()
         await self._enqueue(data)
 
@@ -133,9 +144,9 @@ class DeviceSession:
         d = self.dropped_counts()
         log.info(
             "%s: session %s closed (%d turns; dropped: %d before hello, %d binary while not listening, "
-            "%d bad binary, %d malformed JSON, %d unknown types)",
+            "%d bad binary, %d malformed JSON, %d unknown types, %d typed flood, %d uplink flood)",
             self.name, self.session_id, self.replies.turns, d["before_hello"], d["binary_not_listening"],
-            d["bad_binary"], d["malformed_json"], d["unknown_type"],
+            d["bad_binary"], d["malformed_json"], d["unknown_type"], d["typed_flood"], d["uplink_flood"],
         )
 
     def dropped_counts(self) -> dict[str, int]:
@@ -147,6 +158,8 @@ class DeviceSession:
             "bad_binary": self.listener.bad_packets,
             "malformed_json": s.malformed_json,
             "unknown_type": s.unknown_types,
+            "typed_flood": self.turns.typed_gate.refused,  # [limits] typed_per_minute
+            "uplink_flood": self.uplink_gate.dropped,  # [limits] uplink_realtime_factor
         }
 
     # ---- state -----------------------------------------------------------------------------------
@@ -282,6 +295,7 @@ class DeviceSession:
         self.negotiated = hello
         self.reply_context.downlink = hello.downlink
         self.uplink_timing.set_frame_ms(hello.uplink_frame_ms)
+        self.uplink_gate.set_frame_ms(hello.uplink_frame_ms)
         first = not self.hello_received.is_set()
         # The reply goes out before anything else (reference §10 row 1: never keep a hello waiting).
         await self.outbox.send(messages.hello_server(self.session_id, hello.downlink.audio_params()))

@@ -23,8 +23,11 @@ log = logging.getLogger(__name__)
 
 class DeviceTools:
     def __init__(self, agent: Any, session_key: str, bias_setting: str, name: str,
-                 send_mcp: Callable[[dict], Awaitable[None]]) -> None:
+                 send_mcp: Callable[[dict], Awaitable[None]], max_tools: int = 128,
+                 max_tool_bytes: int = 256 * 1024) -> None:
         self._agent = agent
+        self._max_tools = max_tools  # [limits] device_tools / device_tool_bytes
+        self._max_tool_bytes = max_tool_bytes
         self._name = name
         self._send_mcp = send_mcp
         self.mcp: DeviceMcpClient | None = None
@@ -48,7 +51,8 @@ class DeviceTools:
     def start_mcp(self) -> None:
         if self.mcp is not None or self._closed:
             return
-        self.mcp = client = DeviceMcpClient(self._send_mcp)
+        self.mcp = client = DeviceMcpClient(self._send_mcp, max_tools=self._max_tools,
+                                            max_tool_bytes=self._max_tool_bytes)
 
         async def initialise() -> None:
             try:

@@ -5,9 +5,12 @@ Each reply has a turn id; the worker makes it the outbox's live turn while it ru
 (`cancel`: abort, barge-in) ends the live turn in the outbox first, so not one more frame of it goes out,
 then cancels its task (its pipeline goes with it).
 
-Bounds: at most `MAX_WAITING` replies wait behind the live one; overflow policy: the oldest waiting reply
-is dropped (logged; a dropped announcement reports "not heard", so the timer service keeps it for later).
-At most `MAX_ANNOUNCEMENTS` announcements wait; beyond that `announce` refuses (the caller keeps them).
+Bounds: at most `max_waiting` replies (`[limits] queued_replies`) wait behind the live one, announcements
+not counted. Overflow policy: a new typed query replaces the oldest waiting typed query (coalescing: the
+person's latest question wins; logged at info); any other reply, or a typed query with no typed query
+waiting, pushes out the oldest waiting reply that is not an announcement (logged). Announcements are never
+dropped by that rule: at most `MAX_ANNOUNCEMENTS` wait, beyond that `announce` refuses (the caller keeps
+them).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from wren.session.reply import ReplyContext, ReplyTurn, TurnRequest
 
 log = logging.getLogger(__name__)
 
-MAX_WAITING = 16
 MAX_ANNOUNCEMENTS = 8  # unprompted announcements waiting to be spoken on one device
 
 
@@ -32,12 +34,15 @@ class ReplyQueue:
         ctx: ReplyContext,
         name: str,
         on_turn_ended: Callable[[ReplyTurn], Awaitable[bool]],
+        max_waiting: int = 3,
     ) -> None:
         self._ctx = ctx
+        self._max_waiting = max(0, max_waiting)
         self._name = name
         self._on_turn_ended = on_turn_ended  # False: stop serving (the connection is being closed)
         self._ids = itertools.count(1)
-        self._waiting: deque[ReplyTurn] = deque()  # at most MAX_WAITING; overflow: the oldest is dropped
+        # At most max_waiting replies plus MAX_ANNOUNCEMENTS announcements; overflow policy: _make_room.
+        self._waiting: deque[ReplyTurn] = deque()
         self._ready = asyncio.Event()
         self._announcements: dict[ReplyTurn, asyncio.Future[bool]] = {}
         self.current: ReplyTurn | None = None
@@ -52,15 +57,28 @@ class ReplyQueue:
     def queue(self, request: TurnRequest, stamps: dict[str, float] | None = None) -> ReplyTurn:
         turn = ReplyTurn(next(self._ids), request, self._ctx)
         turn.timing.stamps.update(stamps or {})  # input_end / asr_done of a spoken turn
-        if len(self._waiting) >= MAX_WAITING:
-            dropped = self._waiting.popleft()
-            dropped.cancelled = True
-            log.warning("%s: %d replies waiting; dropped the oldest (%s)", self._name, MAX_WAITING, dropped)
-            self._settle(dropped)
+        if not request.announcement:
+            self._make_room(request)
         self._waiting.append(turn)
         self._ready.set()
         self.turns += 1
         return turn
+
+    def _make_room(self, request: TurnRequest) -> None:
+        """Before a reply (not an announcement) joins: keep at most `max_waiting` of them waiting."""
+        replies = [t for t in self._waiting if not t.request.announcement]
+        if len(replies) < self._max_waiting or not replies:  # (max_waiting = 0: the new one waits alone)
+            return
+        typed = [t for t in replies if t.request.typed] if request.typed else []
+        dropped = typed[0] if typed else replies[0]
+        self._waiting.remove(dropped)
+        dropped.cancelled = True
+        self._settle(dropped)
+        if typed:
+            log.info("%s: %d replies waiting; the new typed query replaces the oldest waiting one (%r)",
+                     self._name, len(replies), (dropped.request.user_text or "")[:80])
+        else:
+            log.warning("%s: %d replies waiting; dropped the oldest (%s)", self._name, len(replies), dropped)
 
     async def announce(self, text: str) -> bool:
         """Speak `text` unprompted: True once its words started going out; False if it could not be spoken
@@ -68,7 +86,7 @@ class ReplyQueue:
         if len(self._announcements) >= MAX_ANNOUNCEMENTS:
             return False
         heard: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        turn = self.queue(TurnRequest(prompt_text=text))
+        turn = self.queue(TurnRequest(prompt_text=text, announcement=True))
         self._announcements[turn] = heard
         log.info("%s: announcing %r (%s)", self._name, text, "after the reply" if self.current else "now")
         return await heard

@@ -47,6 +47,7 @@ class TurnRequest:
     prompt_text: str | None = None  # words the session decided to speak (empty-input prompts, timers)
     close_after: bool = False  # give-up: close the connection once this is spoken
     typed: bool = False  # user_text was typed (`listen detect`), not recognised from speech
+    announcement: bool = False  # spoken unprompted (a timer): bounded on its own, never pushed out
 
 
 @dataclass

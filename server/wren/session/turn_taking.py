@@ -14,6 +14,7 @@ from typing import Any
 from wren.pipeline.frames import InputEnd, SpeechOnset, Utterance
 from wren.pipeline.turn_decision import GiveUp, Prompt, Reply, Silence, TurnDecider
 from wren.pipeline.turn_detection import ListenMode
+from wren.session.limits import TypedGate
 from wren.session.listen_rules import Action, ListenEvent, ListenState, action
 from wren.session.listening import Listener
 from wren.session.replies import ReplyQueue
@@ -44,6 +45,7 @@ class TurnTaking:
         touch: Callable[[], None],
         on_state: Callable[[str], None],
         answer_abort: Callable[[], Awaitable[None]],
+        typed_gate: TypedGate | None = None,
     ) -> None:
         self.listener = listener
         self.replies = replies
@@ -57,6 +59,7 @@ class TurnTaking:
         self._touch = touch
         self._on_state = on_state
         self._answer_abort = answer_abort
+        self.typed_gate = typed_gate or TypedGate(0, 0, name)  # `[limits]`: detect texts per minute, length
         self._wants_listening = False  # listened this session and did not say `listen stop` since
 
     @property
@@ -70,6 +73,8 @@ class TurnTaking:
 
     async def on_listen(self, msg: dict) -> None:
         state = msg["state"]
+        if state == "detect" and not self.typed_gate.admit():
+            return  # a flood of texts: refused, and not activity either (counted by the gate)
         self._touch()
         if state == "start":
             self.mode = ListenMode(msg["mode"])
@@ -82,7 +87,7 @@ class TurnTaking:
             else:
                 log.debug("%s: listen stop while not listening; ignored", self.name)
         elif state == "detect":
-            text = msg["text"]
+            text = self.typed_gate.cut(msg["text"])
             if self._is_wake_word(text):
                 log.info("%s: wake word %r; listening (%s)", self.name, text, self.mode.value)
                 self._wants_listening = True

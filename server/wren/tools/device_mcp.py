@@ -10,6 +10,10 @@ and may arrive interleaved with other traffic.
 `send(payload)` is supplied by the device session and wraps the payload in the `mcp` envelope;
 the session feeds every incoming `mcp` payload to `handle()`.
 
+Bounded: at most `max_tools` tools and `max_tool_bytes` of their JSON (`[limits] device_tools`,
+`device_tool_bytes`) are taken; past either, the rest of the list is ignored with a warning and no further
+page is asked for.
+
 Lenient: a device whose `initialize` fails (an error reply, or none within `INITIALIZE_TIMEOUT_S`: one
 third-party client reads `params.capabilities.vision.url` unchecked and never answers) still has its tools
 listed; `initialize` only tells us the device's name, which nothing depends on.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -48,8 +53,12 @@ class DeviceMcpClient:
         vision_token: str | None = None,
         client_name: str = "Wren",
         client_version: str = "0.1.0",
+        max_tools: int = 128,
+        max_tool_bytes: int = 256 * 1024,
     ) -> None:
         self._send = send
+        self.max_tools = max_tools
+        self.max_tool_bytes = max_tool_bytes
         self.timeout = timeout
         self._vision = {k: v for k, v in (("url", vision_url), ("token", vision_token)) if v}
         self._client_info = {"name": client_name, "version": client_version}
@@ -87,18 +96,29 @@ class DeviceMcpClient:
         tools: list[ToolSpec] = []
         cursor = ""
         seen: set[str] = set()
+        size = 0
         for _ in range(MAX_PAGES):
             page = await self._request(device_mcp.TOOLS_LIST, {"cursor": cursor, "withUserTools": False})
             items = page.get("tools") if isinstance(page, dict) else None
             if not isinstance(items, list):
                 raise ToolError("the device sent a tools/list page without a tools list")
+            full = False
             for item in items:
                 if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                    log.warning("device listed a malformed tool: %r", item)
+                    log.warning("device listed a malformed tool: %r", str(item)[:200])
                     continue
                 if device_mcp.is_user_only(item):
                     continue  # meant for companion apps, not the assistant
+                size += len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
+                if len(tools) >= self.max_tools or size > self.max_tool_bytes:
+                    full = True
+                    break
                 tools.append(ToolSpec.from_mcp(item, "device"))
+            if full:
+                log.warning("device lists more tools than the limits (%d tools, %d bytes of JSON); "
+                            "taking the first %d, ignoring the rest",
+                            self.max_tools, self.max_tool_bytes, len(tools))
+                break
             next_cursor = page.get("nextCursor")  # absent on the last page (§4.4)
             if not isinstance(next_cursor, str) or not next_cursor:
                 break
@@ -110,7 +130,7 @@ class DeviceMcpClient:
         else:
             log.warning("device tools/list still paging after %d pages; stopping", MAX_PAGES)
         self.tools = tools
-        log.info("device tools: %s", ", ".join(t.name for t in tools) or "none")
+        log.info("device tools: %s", ", ".join(t.name[:64] for t in tools) or "none")
         return tools
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> str:
