@@ -31,14 +31,13 @@ import json
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import opuslib_next
 
 from tests.server.helpers import words
-from tests.support.device import Received, Reply
+from tests.support.received import Received, ReceivedLog, Reply
 from tests.support.spoken import spoken_pcm
 
 UPLINK_RATE = 16000
@@ -80,7 +79,7 @@ def light_tool() -> dict:
             "inputSchema": {"type": "object", "properties": {}}}
 
 
-class XiaozhiClient:
+class XiaozhiClient(ReceivedLog):
     """A xiaozhi client on one aiohttp WebSocket: sends what a device sends, logs what it gets back."""
 
     def __init__(
@@ -106,18 +105,13 @@ class XiaozhiClient:
         self.tools = tools or []
         self.session_id = ""
         self.server_hello: dict | None = None
-        self.received: list[Received] = []
+        self._start_log()
         self.mcp_requests: list[tuple[float, dict]] = []  # (arrival, payload) of every server request
         self.tool_calls: list[dict] = []
-        self.close_code: int | None = None
-        self.close_reason = ""
-        self.closed = asyncio.Event()
         self._http: aiohttp.ClientSession | None = None
         self.ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task | None = None
-        self._new = asyncio.Event()
         self._encoder: Any = None
-        self._consumed = 0
 
     # ---- connection ----------------------------------------------------------------------------------
 
@@ -286,40 +280,7 @@ class XiaozhiClient:
         finally:
             if self.close_code is None and self.ws.close_code is not None:
                 self.close_code = self.ws.close_code
-            self.closed.set()
-            self._new.set()
-
-    def json_messages(self, since: int = 0) -> list[dict]:
-        return [r.msg for r in self.received[since:] if r.kind == "json" and r.msg is not None]
-
-    async def wait_for(self, predicate: Callable[[Received], Any], timeout: float,
-                       since: int = 0) -> Received:
-        """The first received item from index `since` that matches `predicate`."""
-        deadline = time.monotonic() + timeout
-        index = since
-        while True:
-            while index < len(self.received):
-                item = self.received[index]
-                index += 1
-                if predicate(item):
-                    return item
-            if self.closed.is_set():
-                raise ConnectionError(f"closed ({self.close_code} {self.close_reason!r}) while waiting; "
-                                      f"got {self.summary()}")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"nothing matching within {timeout} s; got {self.summary()}")
-            self._new.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._new.wait(), min(remaining, 0.5))
-
-    async def wait_json(self, predicate: Callable[[dict], Any], timeout: float, since: int = 0) -> dict:
-        def matches(r: Received) -> bool:
-            return r.kind == "json" and isinstance(r.msg, dict) and bool(predicate(r.msg))
-
-        item = await self.wait_for(matches, timeout, since)
-        assert item.msg is not None
-        return item.msg
+            self._ended(self.close_code, self.close_reason)
 
     async def wait_mcp_request(self, method: str, timeout: float) -> tuple[float, dict]:
         """(arrival, payload) of the first server MCP request for `method`."""
@@ -329,29 +290,6 @@ class XiaozhiClient:
         await self.wait_json(asked, timeout)
         return next((t, p) for t, p in self.mcp_requests if p.get("method") == method)
 
-    async def next_reply(self, timeout: float = 30.0) -> Reply:
-        """The next complete reply (`tts start` … `tts stop`), with the `stt` just before it."""
-        start = await self.wait_for(is_tts("start"), timeout, self._consumed)
-        start_index = self.received.index(start)
-        stop = await self.wait_for(is_tts("stop"), timeout, start_index + 1)
-        stop_index = self.received.index(stop)
-        self._consumed = stop_index + 1
-        stt = None
-        for item in reversed(self.received[:start_index]):
-            if item.kind == "json" and item.msg and item.msg.get("type") in ("stt", "tts"):
-                stt = item.msg.get("text") if item.msg["type"] == "stt" else None
-                break
-        events = self.received[start_index : stop_index + 1]
-        reply = Reply(stt=stt, events=events, start_t=start.t, stop_t=stop.t)
-        for item in events:
-            if item.kind == "audio":
-                reply.frames.append(item)
-            elif item.msg and item.msg.get("type") == "tts" and item.msg.get("state") == "sentence_start":
-                reply.sentences.append(item.msg.get("text", ""))
-            elif item.msg and item.msg.get("type") == "llm":
-                reply.emotions.append(item.msg.get("emotion", ""))
-        return reply
-
     def decode_reply(self, reply: Reply) -> tuple[bytes, int]:
         """The reply's Opus as int16 PCM, decoded as the firmware does: at the server hello's rate (§3.2)."""
         params = (self.server_hello or {}).get("audio_params") or {}
@@ -359,33 +297,12 @@ class XiaozhiClient:
         decoder = opuslib_next.Decoder(rate, 1)
         return b"".join(bytes(decoder.decode(f.payload, rate * frame_ms // 1000)) for f in reply.frames), rate
 
-    def summary(self) -> str:
-        parts: list[str] = []
-        audio_run = 0
-        for item in self.received[-40:]:
-            if item.kind == "audio":
-                audio_run += 1
-                continue
-            if audio_run:
-                parts.append(f"<{audio_run} audio>")
-                audio_run = 0
-            parts.append(json.dumps(item.msg, ensure_ascii=False)[:100] if item.msg else item.kind)
-        if audio_run:
-            parts.append(f"<{audio_run} audio>")
-        return " | ".join(parts) or "nothing"
 
 
 def _mcp_payload(data: Any) -> dict | None:
     if isinstance(data, dict) and data.get("type") == "mcp" and isinstance(data.get("payload"), dict):
         return data["payload"]
     return None
-
-
-def is_tts(state: str) -> Callable[[Received], bool]:
-    def matches(r: Received) -> bool:
-        return bool(r.kind == "json" and r.msg and r.msg.get("type") == "tts" and r.msg.get("state") == state)
-
-    return matches
 
 
 def is_stt(r: Received) -> bool:

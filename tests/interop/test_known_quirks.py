@@ -24,8 +24,9 @@ import asyncio
 
 import pytest
 
-from tests.interop.clients import NO_REASON, XiaozhiClient, is_stt, is_tts
+from tests.interop.clients import NO_REASON, XiaozhiClient, is_stt
 from tests.server.helpers import assert_complete_reply, plain
+from tests.support.received import is_tts
 from tests.support.spoken import spoken_pcm
 
 # The server sends its pre-buffer (5 + 1 frames, 0.36 s) at once: that much may arrive ahead of playback.

@@ -22,7 +22,8 @@ import asyncio
 
 import pytest
 
-from tests.interop.clients import PartialMcpClient, is_tts
+from tests.interop.clients import PartialMcpClient
+from tests.support.received import is_tts
 
 # `tools/list` must follow the initialize that got no answer (or an error) within about this long.
 LIST_AFTER_INITIALIZE_S = 6.0

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.interop.clients import RealtimeClient, heard, is_stt, is_tts
+from tests.interop.clients import RealtimeClient, heard, is_stt
 from tests.server.helpers import assert_complete_reply, plain, words
+from tests.support.received import is_tts
 
 
 @pytest.mark.spoken

@@ -8,7 +8,8 @@ from functools import lru_cache
 import numpy as np
 import soxr
 
-from tests.support.device import Reply, TestDevice
+from tests.support.device import TestDevice
+from tests.support.received import Reply
 from tests.support.spoken import spoken_pcm
 
 # Enough trailing silence for auto mode's VAD end (vad.silence_ms = 500 by default) plus margin.

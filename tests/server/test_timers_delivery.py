@@ -15,7 +15,8 @@ import pytest
 
 from tests.server.conftest import ServerThread
 from tests.server.helpers import assert_complete_reply, recognise, words
-from tests.support.device import Reply, TestDevice
+from tests.support.device import TestDevice
+from tests.support.received import Reply
 from tests.support.wren_process import wren_serve
 
 SERVE_ENV = {"WREN_TTS_NATURAL_VARIATION": "0"}

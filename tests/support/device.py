@@ -15,13 +15,13 @@ import json
 import time
 import urllib.parse
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import opuslib_next
 import websockets
 
 from shared_protocol import audio, device_mcp, messages
+from tests.support.received import Received, ReceivedLog, Reply
 
 FRAME_MS = 60
 
@@ -68,36 +68,7 @@ class _DeviceTools(device_mcp.Server):
         return "true"
 
 
-@dataclass
-class Received:
-    t: float  # monotonic arrival time
-    kind: str  # "json", "audio" or "text-invalid"
-    msg: dict | None = None
-    payload: bytes = b""
-
-
-@dataclass
-class Reply:
-    """Everything between one `tts start` and its `tts stop` (plus the `stt` just before it)."""
-
-    stt: str | None
-    events: list[Received]
-    sentences: list[str] = field(default_factory=list)
-    emotions: list[str] = field(default_factory=list)
-    frames: list[Received] = field(default_factory=list)
-    start_t: float = 0.0
-    stop_t: float = 0.0
-
-    @property
-    def text(self) -> str:
-        return " ".join(self.sentences)
-
-    @property
-    def audio_s(self) -> float:
-        return len(self.frames) * FRAME_MS / 1000
-
-
-class TestDevice:
+class TestDevice(ReceivedLog):
     __test__ = False  # not a pytest class
 
     def __init__(
@@ -132,17 +103,12 @@ class TestDevice:
         self.ws: Any = None
         self.session_id = ""
         self.server_hello: dict | None = None
-        self.received: list[Received] = []
+        self._start_log()
         self.tool_calls: list[dict] = []
-        self.close_code: int | None = None
-        self.close_reason = ""
-        self.closed = asyncio.Event()
         self.mcp_ready = asyncio.Event()  # the server has listed every tools/list page
         self._mcp = _DeviceTools(self.tools, self.tool_calls)
-        self._new = asyncio.Event()
         self._reader: asyncio.Task | None = None
         self._encoder = None
-        self._consumed = 0  # index into received for next_reply()
 
     # ---- connection --------------------------------------------------------------------------------
 
@@ -299,11 +265,8 @@ class TestDevice:
         except websockets.ConnectionClosed:
             pass
         finally:
-            if self.ws is not None and self.ws.close_code is not None:
-                self.close_code = self.ws.close_code
-                self.close_reason = self.ws.close_reason or ""
-            self.closed.set()
-            self._new.set()
+            code = self.ws.close_code if self.ws is not None else None
+            self._ended(code, (self.ws.close_reason or "") if code is not None else "")
 
     async def _answer_mcp(self, payload: dict) -> None:
         reply = self._mcp.handle(payload)
@@ -325,62 +288,6 @@ class TestDevice:
         with contextlib.suppress(websockets.ConnectionClosed):
             await self.send_json(messages.mcp(reply, self.session_id))
 
-    def json_messages(self, since: int = 0) -> list[dict]:
-        return [r.msg for r in self.received[since:] if r.kind == "json" and r.msg is not None]
-
-    async def wait_for(self, predicate: Any, timeout: float, since: int = 0) -> Received:
-        """The first received item (from index `since`) matching `predicate`."""
-        deadline = time.monotonic() + timeout
-        index = since
-        while True:
-            while index < len(self.received):
-                item = self.received[index]
-                index += 1
-                if predicate(item):
-                    return item
-            if self.closed.is_set():
-                raise ConnectionError(f"closed ({self.close_code} {self.close_reason}) while waiting")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"nothing matching within {timeout} s; got {self.summary()}")
-            self._new.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._new.wait(), min(remaining, 0.5))
-
-    async def wait_json(self, predicate: Any, timeout: float, since: int = 0) -> dict:
-        item = await self.wait_for(lambda r: r.kind == "json" and predicate(r.msg), timeout, since)
-        assert item.msg is not None
-        return item.msg
-
-    async def wait_closed(self, timeout: float) -> tuple[int | None, str]:
-        await asyncio.wait_for(self.closed.wait(), timeout)
-        return self.close_code, self.close_reason
-
-    async def next_reply(self, timeout: float = 60.0) -> Reply:
-        """Wait for the next complete reply (`tts start` … `tts stop`) after the previous one."""
-        start = await self.wait_for(_is_tts("start"), timeout, self._consumed)
-        start_index = self.received.index(start)
-        stop = await self.wait_for(_is_tts("stop"), timeout, start_index + 1)
-        stop_index = self.received.index(stop)
-        self._consumed = stop_index + 1
-        stt = None
-        for item in reversed(self.received[:start_index]):
-            if item.kind == "json" and item.msg and item.msg.get("type") == "stt":
-                stt = item.msg["text"]
-                break
-            if item.kind == "json" and item.msg and item.msg.get("type") == "tts":
-                break
-        events = self.received[start_index : stop_index + 1]
-        reply = Reply(stt=stt, events=events, start_t=start.t, stop_t=stop.t)
-        for item in events:
-            if item.kind == "audio":
-                reply.frames.append(item)
-            elif item.msg and item.msg.get("type") == "tts" and item.msg.get("state") == "sentence_start":
-                reply.sentences.append(item.msg["text"])
-            elif item.msg and item.msg.get("type") == "llm":
-                reply.emotions.append(item.msg["emotion"])
-        return reply
-
     def decode_reply(self, reply: Reply) -> tuple[bytes, int]:
         """The reply's audio as int16 PCM at the downlink rate announced in the server hello."""
         assert self.server_hello is not None
@@ -390,22 +297,3 @@ class TestDevice:
         decoder = opuslib_next.Decoder(rate, 1)
         samples = rate * frame_ms // 1000
         return b"".join(bytes(decoder.decode(f.payload, samples)) for f in reply.frames), rate
-
-    def summary(self) -> str:
-        parts = []
-        audio_run = 0
-        for item in self.received[-40:]:
-            if item.kind == "audio":
-                audio_run += 1
-                continue
-            if audio_run:
-                parts.append(f"<{audio_run} audio>")
-                audio_run = 0
-            parts.append(json.dumps(item.msg, ensure_ascii=False)[:100] if item.msg else item.kind)
-        if audio_run:
-            parts.append(f"<{audio_run} audio>")
-        return " | ".join(parts)
-
-
-def _is_tts(state: str) -> Any:
-    return lambda r: r.kind == "json" and r.msg and r.msg.get("type") == "tts" and r.msg.get("state") == state
