@@ -17,7 +17,7 @@ from wren.pipeline.frames import Frame, InputEnd, StageError, Utterance
 from wren.pipeline.recognise import Bias
 from wren.pipeline.timing import UplinkTiming
 from wren.pipeline.turn_detection import ListenMode
-from wren.pipeline.uplink import Uplink
+from wren.pipeline.uplink import DecodeStage, Uplink
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,6 @@ class Listener:
     def configure(self, decoder: Any, device_rate: int, bias: Bias | None) -> None:
         """The device's uplink format, from its hello; the next `begin` uses it."""
         self._decoder, self._rate, self._bias = decoder, device_rate, bias
-
-    @property
-    def ready(self) -> bool:
-        return self._decoder is not None
 
     @property
     def active(self) -> bool:
@@ -93,13 +89,17 @@ class Listener:
         outcomes = await self._run(self._feed, [p for p, _ in payloads])
         events: list[Frame] = []
         for (_payload, arrival), frames in zip(payloads, outcomes, strict=False):
-            bad = [f for f in frames if isinstance(f, StageError) and f.stage == "decode"]
-            if bad:
-                self.bad_packets += 1
-                log.debug("dropped a bad audio frame: %s", bad[0].error)
-            else:
+            decoded = True
+            for frame in frames:
+                if isinstance(frame, StageError) and frame.stage == DecodeStage.name:
+                    decoded = False  # a corrupt packet: counted, not an event
+                    log.debug("dropped a bad audio frame: %s", frame.error)
+                else:
+                    events.append(frame)
+            if decoded:
                 self.timing.processed(arrival)
-            events.extend(f for f in frames if not (isinstance(f, StageError) and f.stage == "decode"))
+            else:
+                self.bad_packets += 1
         del payloads[: len(outcomes)]
         return events
 
