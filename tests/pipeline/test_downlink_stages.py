@@ -27,6 +27,8 @@ from wren.pipeline.stage import Pipeline, Stage, StageCancelled
 from wren.pipeline.synthesise import SynthesiseStage
 from wren.pipeline.timing import TurnTiming
 
+from tests.support.clock import FakeClock
+
 # ---- helpers and test doubles ---------------------------------------------------------------------
 
 
@@ -409,19 +411,6 @@ async def test_a_last_sentence_shorter_than_one_frame_is_still_announced(speak_e
 
 
 # ---- PaceStage ------------------------------------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class FakeSink:

@@ -7,18 +7,7 @@ import itertools
 import pytest
 from wren.pipeline.pacer import PlaybackPacer
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+from tests.support.clock import FakeClock
 
 
 async def _send(pacer: PlaybackPacer, clock: FakeClock, count: int) -> list[float]:
