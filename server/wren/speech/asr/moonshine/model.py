@@ -23,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from wren.speech.asr.bias import PhraseBias
+from wren.speech.asr.bias import GRAMMAR_MARGIN, PhraseBias, prefers_command
 from wren.speech.asr.errors import AsrError
+from wren.speech.asr.grammar import TokenAutomaton, accepts
+from wren.speech.asr.moonshine.constrained import BEAM, Constrained, constrained_search
 from wren.speech.asr.moonshine.tokenizer import END_ID, START_ID, MoonshineTokenizer
 
 log = logging.getLogger(__name__)
@@ -122,7 +124,10 @@ class MoonshineModel:
         self._search(cross, search, draft or [])
         text = self.tokenizer.decode(search.tokens)
         if bias:
-            text = self._rescored(cross, text, search.score, bias, search.heard_as)
+            text, score = self._rescored(cross, text, search.score, bias, search.heard_as)
+            grammar = bias.grammar(self.tokenizer)
+            if grammar is not None and not accepts(grammar, self.tokenizer.encode(text)):
+                text = self._commanded(cross, text, score, grammar, search.max_tokens)
         return Transcript(strip_wrapping_quotes(trim_repeats(text)), search.tokens)
 
     def _cache(self, cross: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -168,15 +173,54 @@ class MoonshineModel:
     def _rescored(
         self, cross: dict[str, np.ndarray], text: str, greedy_score: float, bias: PhraseBias,
         heard_as: dict[int, set[str]],
-    ) -> str:
-        best, best_gain = text, 0.0
+    ) -> tuple[str, float]:
+        """Near-miss words rescored (`wren.speech.asr.bias`): the text and its log-probability."""
+        best, best_gain, best_score = text, 0.0, greedy_score
         for candidate in [*bias.candidates(text, heard_as), *bias.sentence_candidates(text)]:
-            gain = self.score(cross, candidate.text) - greedy_score + candidate.allowance(bias.margin)
+            score = self.score(cross, candidate.text)
+            gain = score - greedy_score + candidate.allowance(bias.margin)
             if gain > best_gain:
-                best, best_gain = candidate.text, gain
+                best, best_gain, best_score = candidate.text, gain, score
         if best != text:
             log.debug("moonshine: biased %r -> %r", text, best)
-        return best
+        return best, best_score
+
+    def _commanded(
+        self, cross: dict[str, np.ndarray], text: str, score: float, grammar: TokenAutomaton, max_tokens: int
+    ) -> str:
+        """The most likely command in the audio instead of `text` if `prefers_command` says so."""
+        command = self.constrained(cross, grammar, max_tokens, floor=score - GRAMMAR_MARGIN)
+        if command is None:
+            return text
+        command_text = self.tokenizer.decode(command.tokens)
+        if not prefers_command(text, score, command_text, command.score):
+            return text
+        log.debug("moonshine: command %r (%.2f) for %r (%.2f)", command_text, command.score, text, score)
+        return command_text
+
+    def constrained(self, cross: dict[str, np.ndarray], automaton: TokenAutomaton, max_tokens: int,
+                    beam: int = BEAM, floor: float = -math.inf) -> Constrained | None:
+        """The most likely sentence of a command grammar (`constrained.py`), decoded on the same audio."""
+        audio_cache = {name.replace("present", "past_key_values"): value for name, value in cross.items()}
+        tiled: dict[int, dict[str, np.ndarray]] = {}
+
+        Cache = dict[str, np.ndarray]
+
+        def step(ids: np.ndarray, self_cache: Cache) -> tuple[np.ndarray, Cache]:
+            rows = len(ids)
+            if rows not in tiled:
+                tiled[rows] = {n: np.repeat(v, rows, axis=0) for n, v in audio_cache.items()}
+            outputs = self._step.run(None, {**self_cache, **tiled[rows], "input_ids": ids})
+            logits = outputs[0][:, -1, :]
+            peak = logits.max(axis=1, keepdims=True)
+            log_probs = logits - (peak + np.log(np.exp(logits - peak).sum(axis=1, keepdims=True)))
+            presents = zip(self._present, outputs[1:], strict=True)
+            following = {name.replace("present", "past_key_values"): value
+                         for name, value in presents if ".decoder." in name}
+            return log_probs, following
+
+        empty = {name: EMPTY_SELF_CACHE for name in self._past_inputs if ".decoder." in name}
+        return constrained_search(automaton, step, empty, max_tokens, beam, floor)
 
     def _feed(self, ids: list[int], cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         feed = {name: cache[name] for name in self._past_inputs}
