@@ -11,6 +11,7 @@ from wren.pipeline.turn_detection import ListenMode
 from wren.pipeline.uplink import Uplink, utterance_of
 from wren.speech.asr import load_asr
 from wren.speech.asr.bias import STRONG_MARGIN, WEAK_MARGIN, PhraseBias, margin_for
+from wren.speech.asr.grammar import MAX_TEMPLATE_CHARS, is_template
 from wren.speech.codec import make_decoder
 from wren.tools.spec import ToolSpec
 
@@ -51,7 +52,8 @@ def test_a_hostile_tool_list_gives_a_bounded_phrase_set():
     schema = {"type": "object", "properties": {f"p{j}": {} for j in range(50)}}
     tools = [ToolSpec(f"self.tool_{i}", "x", schema) for i in range(2000)]
     phrases = recognition_phrases(tools)
-    assert len(phrases) == MAX_PHRASES and all(len(p) <= 60 for p in phrases)
+    assert len(phrases) == MAX_PHRASES
+    assert all(len(p) <= (MAX_TEMPLATE_CHARS if is_template(p) else 60) for p in phrases)
 
 
 def test_bias_strength_is_strong_for_the_builtin_agent_and_weak_for_an_llm():
@@ -147,3 +149,39 @@ def test_the_greedy_searchs_miss_is_found_among_the_phrase_set_sentences(moonshi
     pcm = espeak_pcm("set the volume to fifty")
     assert "volume" not in recognise(moonshine, pcm).lower()
     assert biased(moonshine, pcm, recognition_phrases()) == "Set the volume to 50."
+
+
+def _espeak(text: str) -> bytes:
+    from tools.bench.understanding import espeak_pcm, voice_status
+
+    if voice_status("espeak") != "available":
+        pytest.skip("espeak-ng is not installed (make installs it)")
+    return espeak_pcm(text)
+
+
+def test_a_command_the_open_search_mishears_is_found_by_the_grammar(moonshine):
+    """espeak-ng's "mute the speaker" is "New to the speaker." to the open search; constrained to the
+    commands, the same model finds "Mute the speaker." within the margin."""
+    from tests.agent.fakes import XIAOZHI_TOOLS
+
+    pcm = _espeak("mute the speaker")
+    tools = [ToolSpec.from_mcp(spec, "device") for spec in XIAOZHI_TOOLS]
+    assert "mute" not in recognise(moonshine, pcm).lower()
+    assert biased(moonshine, pcm, recognition_phrases(tools)).lower().startswith("mute the speaker")
+
+
+def test_with_an_llm_engine_the_grammar_is_not_used(moonshine):
+    pcm = _espeak("mute the speaker")
+    assert "mute" not in biased(moonshine, pcm, recognition_phrases(), WEAK_MARGIN).lower()
+
+
+def test_open_questions_are_not_forced_into_a_command(moonshine):
+    for sentence in ("why is the sky blue", "what is the capital of france"):
+        heard = biased(moonshine, spoken(sentence), recognition_phrases())
+        assert plain_words(heard) == sentence, heard
+
+
+def plain_words(text: str) -> str:
+    import re
+
+    return " ".join(re.sub(r"[^\w' ]+", " ", text.lower()).split())

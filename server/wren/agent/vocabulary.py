@@ -3,9 +3,10 @@
 Three sources, in the order people meet them: the built-in engine's own intents (time, date, timers,
 volume, lights, names…), the connected device's MCP tools (names, parameter names, enum values, and values
 a description quotes in backticks: "volume", "brightness", "theme", "dark"), and names people taught it
-(the built-in engine's `user_name`). Number ranges are left out: the recogniser writes numbers well and
-the agent's normaliser reads them in any form. The recogniser (moonshine) rescores near-misses with them; see
-`wren.speech.asr.bias` for the rule that decides between the biased and the open transcript.
+(the built-in engine's `user_name`), plus the commands as grammar templates (`wren.agent.commands`), which
+a recogniser may be constrained to. Number ranges are left out of the words: the recogniser writes numbers
+well and the agent's normaliser reads them in any form. The recogniser (moonshine) rescores near-misses
+with them; see `wren.speech.asr.bias` for the rule that decides between the biased and the open transcript.
 
 Bounded: a device may list thousands of properties; at most `MAX_PHRASES` phrases of `MAX_PHRASE_CHARS`.
 """
@@ -15,11 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from wren.agent.commands import BUILTIN_TEMPLATES, tool_templates
+from wren.speech.asr.grammar import is_template
 from wren.tools.router import humanize_tool_name
 from wren.tools.spec import ToolSpec
 
 MAX_PHRASES = 400
-MAX_PHRASE_CHARS = 60
+MAX_PHRASE_CHARS = 60  # a plain phrase; a command template may be longer (wren.speech.asr.grammar bounds it)
+MAX_TOOLS = 256
 
 # Canonical phrasings of the built-in engine's intents (what Speech-to-Phrase would enumerate): whole
 # sentences are rescored against what was heard, so these are the sentences Wren can act on as people say
@@ -59,18 +63,25 @@ def recognition_phrases(tools: Iterable[ToolSpec] = (), taught_names: Iterable[s
     result: list[str] = []
 
     def add(phrase: str) -> None:
-        phrase = " ".join(phrase.split())[:MAX_PHRASE_CHARS]
+        phrase = " ".join(phrase.split())
+        if not is_template(phrase):
+            phrase = phrase[:MAX_PHRASE_CHARS]
         if phrase and phrase.lower() not in seen and len(result) < MAX_PHRASES:
             seen.add(phrase.lower())
             result.append(phrase)
 
+    tools = list(tools)[:MAX_TOOLS]
     for name in taught_names:
         add(name)
     for phrase in BUILTIN_PHRASES:
         add(phrase)
+    for template in BUILTIN_TEMPLATES:
+        add(template)
     for tool in tools:
         if len(result) >= MAX_PHRASES:
             break
         for phrase in _tool_phrases(tool):
             add(phrase)
+    for template in tool_templates(tools):
+        add(template)
     return tuple(result)

@@ -42,7 +42,8 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "white": (255, 255, 255),
     "yellow": (255, 255, 0), "orange": (255, 128, 0), "purple": (128, 0, 255), "pink": (255, 105, 180),
     "cyan": (0, 255, 255), "magenta": (255, 0, 255), "warm": (255, 170, 80), "off": (0, 0, 0),
-    "black": (0, 0, 0), "violet": (143, 0, 255), "teal": (0, 128, 128), "grey": (128, 128, 128),
+    "on": (255, 255, 255), "black": (0, 0, 0), "violet": (143, 0, 255), "teal": (0, 128, 128),
+    "grey": (128, 128, 128),
 }
 ON_WORDS = {"on", "enable", "enabled", "start", "true", "yes", "activate"}
 OFF_WORDS = {"off", "disable", "disabled", "stop", "false", "no", "deactivate", "mute"}
