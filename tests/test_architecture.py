@@ -160,6 +160,7 @@ def test_every_server_queue_is_bounded_or_names_its_policy():
 # Lower layers never import higher ones (docs/architecture.md, "Dependencies").
 LAYERS = {
     "wren.config": 0,
+    "wren.privacy": 0,
     "wren.speech": 1,
     "wren.tools": 1,
     "wren.agent": 2,

@@ -17,6 +17,7 @@ from wren.agent.engines.base import empty_prompts
 from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError, package_version
+from wren.privacy import log_transcripts
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
@@ -53,6 +54,7 @@ class WrenServer:
         check_auth_config(config.auth)
         check_audio_config(config)
         check_timezone_setting(config.server.timezone)
+        log_transcripts(config.server.log_transcripts)
         self.config = config
         self.speech = speech
         self.agent = agent

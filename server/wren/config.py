@@ -51,6 +51,9 @@ class ServerConfig:
     timezone: str = ""
     idle_timeout_s: float = 120.0  # close a connection with no voice/turn activity (counted from connect)
     hello_timeout_s: float = 10.0  # close a socket that never says hello
+    # Log what people said (transcripts, typed queries, announcements) at INFO; by default only their length
+    # is logged (wren/privacy.py).
+    log_transcripts: bool = False
     max_frame_bytes: int = 65536  # larger WebSocket messages are refused (1009)
     # Sessions database and other state; empty = default_data_dir() ($WREN_DATA_DIR, else
     # $XDG_DATA_HOME/wren, else ~/.local/share/wren). A relative path is taken from the working folder.

@@ -100,7 +100,11 @@ class SessionStore:
         await self._run(self._open_sync)
 
     def _open_sync(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Private from the first write: SQLite gives the -wal and -shm files the database file's mode, so
+        # the file is created 0600 before SQLite opens it (a chmod afterwards would leave a window).
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")  # a committed turn survives power loss, not just a crash

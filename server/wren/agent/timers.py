@@ -27,6 +27,7 @@ from datetime import datetime
 
 from wren.agent.store import SessionStore, TimerRow
 from wren.agent.timeparse import duration_adjective, speak_clock
+from wren.privacy import said
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,8 @@ class TimerService:
         row = TimerRow(0, session_key, kind, label.strip()[:MAX_LABEL_CHARS], due_at, self.clock())
         row.id = await self._store.add_timer(row)
         self._by_key.setdefault(session_key, {})[row.id] = row
-        log.info("timers: %s %d for %s due in %.0f s (%r)", kind, row.id, session_key,
-                 due_at - row.created_at, row.label)
+        log.info("timers: %s %d for %s due in %.0f s (%s)", kind, row.id, session_key,
+                 due_at - row.created_at, said(row.label))
         self._changed.set()
         return row
 
@@ -199,7 +200,8 @@ class TimerService:
                               timer.session_key)
                 heard = False
             if heard:
-                log.info("timers: %s %d spoken on %s: %r", timer.kind, timer.id, timer.session_key, text)
+                log.info("timers: %s %d spoken on %s: %s", timer.kind, timer.id, timer.session_key,
+                         said(text))
                 self._forget(timer)
                 await self._store.mark_timer_delivered(timer.id)
             elif self._connects.get(timer.session_key, 0) == connects:

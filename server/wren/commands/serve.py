@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from wren.speech.tts.base import TtsError
     from wren.tools.server_mcp import ServerConfigError
 
+    # Everything the server writes (sessions, timers, the API key, logs it opens) is the owner's alone.
+    os.umask(0o077)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

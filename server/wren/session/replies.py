@@ -21,6 +21,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from wren.privacy import said
 from wren.session.reply import ReplyContext, ReplyTurn, TurnRequest
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,8 @@ class ReplyQueue:
         dropped.cancelled = True
         self._settle(dropped)
         if typed:
-            log.info("%s: %d replies waiting; the new typed query replaces the oldest waiting one (%r)",
-                     self._name, len(replies), (dropped.request.user_text or "")[:80])
+            log.info("%s: %d replies waiting; the new typed query replaces the oldest waiting one (%s)",
+                     self._name, len(replies), said((dropped.request.user_text or "")[:80]))
         else:
             log.warning("%s: %d replies waiting; dropped the oldest (%s)", self._name, len(replies), dropped)
 
@@ -88,7 +89,8 @@ class ReplyQueue:
         heard: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         turn = self.queue(TurnRequest(prompt_text=text, announcement=True))
         self._announcements[turn] = heard
-        log.info("%s: announcing %r (%s)", self._name, text, "after the reply" if self.current else "now")
+        when = "after the reply" if self.current else "now"
+        log.info("%s: announcing %s (%s)", self._name, said(text), when)
         return await heard
 
     def _settle(self, turn: ReplyTurn) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from wren.pipeline.frames import InputEnd, SpeechOnset, Utterance
 from wren.pipeline.turn_decision import GiveUp, Prompt, Reply, Silence, TurnDecider
 from wren.pipeline.turn_detection import ListenMode
+from wren.privacy import said
 from wren.session.limits import TypedGate
 from wren.session.listen_rules import Action, ListenEvent, ListenState, action
 from wren.session.listening import Listener
@@ -97,7 +98,7 @@ class TurnTaking:
                 await self._typed(text.strip())
 
     async def _typed(self, text: str) -> None:
-        log.info("%s: typed query %r", self.name, text)
+        log.info("%s: typed query %s", self.name, said(text))
         todo = self._lookup(ListenEvent.TYPED)
         if todo is Action.RESTART_AND_ANSWER:
             await self._begin(self.listener.mode, "typed query; the mic keeps streaming")
@@ -164,8 +165,8 @@ class TurnTaking:
 
     async def _on_utterance(self, utterance: Utterance) -> None:
         mode = self.listener.mode
-        log.info("%s: utterance ended (%s, %d ms audio, speech=%s): %r", self.name, utterance.reason.value,
-                 utterance.audio_ms, utterance.heard_speech, utterance.text)
+        log.info("%s: utterance ended (%s, %d ms audio, speech=%s): %s", self.name, utterance.reason.value,
+                 utterance.audio_ms, utterance.heard_speech, said(utterance.text))
         # The utterance is over, so the state is looked up as it was while it was being captured.
         state = ListenState.of(True, self.replies.busy)
         todo = action(_ENDED_BY[utterance.reason], state, mode)
