@@ -23,6 +23,7 @@ from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
 from wren.transport.addresses import ServerUrls, server_urls
 from wren.transport.auth import check_auth_config
+from wren.transport.connection_limits import WrenRunner
 from wren.transport.server import SESSIONS_KEY, build_web_app
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,8 @@ class WrenServer:
             timers.set_delivery(self.announce)  # timers going off are spoken on the device's live session
         add_chat_routes(self.app, self.agent)  # POST /api/chat: text turns on the same port
         self._warm_fixed_phrases(loop)
-        self._runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
+        # WrenRunner: an AppRunner that also closes sockets sending no request ([limits] handshake_timeout_s).
+        self._runner = WrenRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(
             self._runner,

@@ -196,6 +196,17 @@ class LimitsConfig:
     device_tools: int = 128
     # Total JSON size of the device's tools that are taken; past it the rest are ignored (with a warning).
     device_tool_bytes: int = 256 * 1024
+    # Open WebSocket sessions on the whole server; past it a new upgrade is refused with HTTP 503 before it
+    # is upgraded (each session holds a recogniser, tools and a reply queue). 0 = no limit.
+    connections: int = 512
+    # The same per remote address (the socket's peer, never a header); refused with 429. 0 = no limit.
+    connections_per_ip: int = 64
+    # A TCP connection that has not sent a complete HTTP request head in this time is closed (idle or
+    # trickling sockets would otherwise hold a file descriptor for ever). The WebSocket hello has its own
+    # bound, [server] hello_timeout_s (4408). 0 = no limit (keepalive_timeout_s still bounds it).
+    handshake_timeout_s: float = 10.0
+    # An HTTP keep-alive connection idle between requests is closed after this. 0 = no limit.
+    keepalive_timeout_s: float = 15.0
 
 
 @dataclass

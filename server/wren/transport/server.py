@@ -11,6 +11,13 @@ from aiohttp import web
 from shared_protocol.constants import CLOSE_GOING_AWAY
 from wren.session import SessionServices
 from wren.transport.auth import Authenticator
+from wren.transport.connection_limits import (
+    HANDSHAKE_KEY,
+    SLOTS_KEY,
+    HandshakeDeadline,
+    WebSocketSlots,
+    keepalive_handler_args,
+)
 from wren.transport.console import add_console_routes
 from wren.transport.metrics import ServerMetrics, add_metrics_route
 from wren.transport.ota import make_ota_handler, make_ota_info_handler
@@ -32,8 +39,13 @@ def build_web_app(services: SessionServices) -> web.Application:
     config = services.config
     auth = Authenticator(config.auth)
     sessions: set[Any] = set()
-    app = web.Application(client_max_size=max(1024 * 1024, config.server.max_frame_bytes))
+    app = web.Application(client_max_size=max(1024 * 1024, config.server.max_frame_bytes),
+                          handler_args=keepalive_handler_args(config.limits))
     app[SESSIONS_KEY] = sessions
+    # Connection bounds (wren.transport.connection_limits): the deadline is attached by WrenRunner, the
+    # slots are taken by the WebSocket handler before it upgrades.
+    app[HANDSHAKE_KEY] = HandshakeDeadline(config.limits.handshake_timeout_s)
+    slots = app[SLOTS_KEY] = WebSocketSlots(config.limits.connections, config.limits.connections_per_ip)
 
     # The web console (wren.transport.console): a browser asking for `/` gets its page, anyone else this line.
     console = add_console_routes(app, config, sessions, auth) if config.console.enabled else None
@@ -50,7 +62,7 @@ def build_web_app(services: SessionServices) -> web.Application:
         services.timing = metrics
     app[METRICS_KEY] = metrics
     add_metrics_route(app, metrics)
-    ws_handler = make_websocket_handler(services, auth, sessions, metrics)
+    ws_handler = make_websocket_handler(services, auth, sessions, metrics, slots)
     ota_handler = make_ota_handler(config, auth)
     app.router.add_get("/", status)
     for path in _both(config.server.websocket_path):

@@ -1,6 +1,7 @@
 """`GET /xiaozhi/v1/`: the device WebSocket (or a plain status reply without an Upgrade header).
 
-Order of business on a new socket: identity (headers or query) → ids checked (4400) → admission
+Order of business on a new socket: a slot (global and per-address caps, else HTTP 503/429 before the
+upgrade; wren.transport.connection_limits) → identity (headers or query) → ids checked (4400) → admission
 (auth, 4401) → a DeviceSession, which takes over from any live session of the same device id
 (wren.transport.live: the old one is closed and gone before the new one starts); then this task is the
 session's *reader*: it only moves frames into the session's inbox, in order.
@@ -19,6 +20,7 @@ from shared_protocol.constants import CLOSE_MISSING_DEVICE_ID, CLOSE_UNAUTHORIZE
 from wren.session import DeviceSession, SessionServices
 from wren.transport.auth import Authenticator
 from wren.transport.connection import WebSocketConnection, close_reason
+from wren.transport.connection_limits import WebSocketSlots
 from wren.transport.identity import DeviceIdentity, id_problem, identity_from_request, shown_id
 from wren.transport.live import LiveSessions
 from wren.transport.metrics import ServerMetrics
@@ -43,13 +45,22 @@ def identity_refusal(identity: DeviceIdentity) -> str | None:
 
 
 def make_websocket_handler(services: SessionServices, auth: Authenticator, sessions: set[Any],
-                           metrics: ServerMetrics | None = None):
+                           metrics: ServerMetrics | None = None, slots: WebSocketSlots | None = None):
     max_frame = services.config.server.max_frame_bytes
     live = LiveSessions(sessions)
+    slots = slots or WebSocketSlots(0, 0)
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if not is_websocket_upgrade(request):
             return web.Response(text=STATUS_TEXT)
+        remote = request.remote or "?"  # the socket's peer: a header could name anyone
+        refused = slots.refusal(remote)
+        if refused is not None:
+            return refused  # plain HTTP, never upgraded: no session, no reader
+        with slots.held(remote):  # freed whichever way the socket ends, refusals below included
+            return await serve(request)
+
+    async def serve(request: web.Request) -> web.StreamResponse:
         identity = identity_from_request(request)
         ws = web.WebSocketResponse(heartbeat=None, autoping=True, max_msg_size=max_frame)
         await ws.prepare(request)
