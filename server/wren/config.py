@@ -196,6 +196,14 @@ class LimitsConfig:
     device_tools: int = 128
     # Total JSON size of the device's tools that are taken; past it the rest are ignored (with a warning).
     device_tool_bytes: int = 256 * 1024
+    # The agent's reply is cut past this many characters (at the last sentence end near the limit, else at a
+    # word boundary) and the turn ends normally: an engine that writes without end still stops. 0 = no limit.
+    reply_chars: int = 2000
+    # Sent to an OpenAI-compatible LLM as `max_tokens`, so the model itself stops early. 0 = not sent.
+    llm_max_tokens: int = 512
+    # A turn whose engine is still producing after this many seconds is ended: what it said so far stands
+    # (spoken, kept in history), the rest is never asked for, the device gets its `tts stop`. 0 = no limit.
+    turn_deadline_s: float = 60.0
     # Open WebSocket sessions on the whole server; past it a new upgrade is refused with HTTP 503 before it
     # is upgraded (each session holds a recogniser, tools and a reply queue). 0 = no limit.
     connections: int = 512

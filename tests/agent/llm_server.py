@@ -2,14 +2,15 @@
 
 A cloud LLM cannot exist here, so this is the one allowed fake: a real aiohttp server on 127.0.0.1
 that answers `POST /v1/chat/completions` with server-sent events (content deltas, tool_calls deltas
-split across chunks, `[DONE]`), exactly as OpenAI-compatible servers do.
+split across chunks, `[DONE]`), exactly as OpenAI-compatible servers do. A script may also return an
+async iterator of chunks (`endless_chunks`: a model that never stops), sent as they come.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
@@ -40,12 +41,24 @@ def tool_call_chunks(
     return chunks
 
 
+async def endless_chunks(text: str = " and so on", delay: float = 0.0) -> AsyncIterator[dict[str, Any]]:
+    """A reply that never ends: `text` again and again, one chunk every `delay` seconds, never `[DONE]`."""
+    yield {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    while True:
+        if delay:
+            await asyncio.sleep(delay)
+        else:
+            await asyncio.sleep(0)  # let the connection's other work run between chunks
+        yield {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+
 class ScriptedLLM:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.script: Script = lambda body: text_chunks("Hello", " from", " the model.")
         self.chunk_delay = 0.0
         self.stall_after: int | None = None  # stop sending (but keep the connection) after N chunks
+        self.closed_by_client = 0  # streams the client closed before their end (an endless one was cut)
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self.base_url = ""
@@ -73,6 +86,8 @@ class ScriptedLLM:
             return planned
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        if hasattr(planned, "__aiter__"):
+            return await self._send_live(request, resp, planned)
         for n, chunk in enumerate(planned):
             if self.stall_after is not None and n >= self.stall_after:
                 await self._stopping.wait()
@@ -80,6 +95,27 @@ class ScriptedLLM:
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
             await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _send_live(
+        self, request: web.Request, resp: web.StreamResponse, chunks: AsyncIterator[dict[str, Any]]
+    ) -> web.StreamResponse:
+        """Chunks as the iterator makes them, until it ends, the client goes or the server stops."""
+        try:
+            async for chunk in chunks:
+                transport = request.transport
+                if self._stopping.is_set() or transport is None or transport.is_closing():
+                    self.closed_by_client += not self._stopping.is_set()
+                    return resp
+                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        except ConnectionResetError:
+            self.closed_by_client += 1
+            return resp
+        except asyncio.CancelledError:
+            self.closed_by_client += 1
+            raise
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

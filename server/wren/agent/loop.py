@@ -46,8 +46,13 @@ class AgentLoop:
         timezone_offset_minutes: int = 0,
         timezone_name: str = "",
         bus: MessageBus | None = None,
+        reply_chars: int = 0,
+        turn_deadline_s: float = 0.0,
     ) -> None:
         self.engine = engine
+        # Bounds of every answer, whatever the engine ([limits] reply_chars, turn_deadline_s; 0 = none).
+        self.reply_chars = reply_chars
+        self.turn_deadline_s = turn_deadline_s
         self.store = store
         self.server_tools = server_tools  # a ToolSource with start()/close() (ServerMcpTools), or None
         self.tool_timeout_s = tool_timeout_s
@@ -83,6 +88,8 @@ class AgentLoop:
             tool_timeout_s=config.mcp.tool_timeout_s,
             timezone_offset_minutes=config.server.timezone_offset_minutes,
             timezone_name=config.server.timezone,
+            reply_chars=config.limits.reply_chars,
+            turn_deadline_s=config.limits.turn_deadline_s,
         )
 
     async def start(self) -> None:
@@ -126,7 +133,8 @@ class AgentLoop:
     def turn_deps(self) -> TurnDeps:
         """A turn's dependencies, read at its start (the engine, store and clock may be replaced)."""
         return TurnDeps(sessions=self.sessions, store=self.store, engine=self.engine,
-                        now=lambda: self.now(), track=self.track)
+                        now=lambda: self.now(), track=self.track,
+                        reply_chars=self.reply_chars, deadline_s=self.turn_deadline_s)
 
     def _start_turn(
         self, msg: InboundMessage, device_tools: ToolSource | None = None, *, accept_follow_ups: bool = False

@@ -18,7 +18,7 @@ def make_engine(config: Config) -> Engine:
     if name == "openai":
         from wren.agent.engines.openai import OpenAIEngine
 
-        return OpenAIEngine.from_config(config.agent)
+        return OpenAIEngine.from_config(config.agent, max_tokens=config.limits.llm_max_tokens)
     if name == "ovos":
         from wren.agent.engines.ovos import OvosEngine
 

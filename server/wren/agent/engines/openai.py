@@ -5,10 +5,14 @@ writing; assembles `tool_calls` deltas by index; runs tools through the router a
 `openai_max_tool_rounds` rounds (the last request offers no tools, so the model must answer in words).
 Follow-ups that arrived mid-turn are injected after a tool round (a safe boundary). Connection and
 read timeouts are `openai_timeout_s`; if the endpoint is down or errors, the reply is a spoken apology.
+Each request asks for at most `[limits] llm_max_tokens` tokens (`max_tokens`); the turn cuts a reply that
+is longer or takes too long anyway (`wren.agent.turn`), and closing this engine's iterator closes the
+HTTP stream at once, so an endless stream is not read on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -84,6 +88,7 @@ class OpenAIEngine:
         timeout_s: float = 30.0,
         max_tool_rounds: int = 5,
         system_prompt: str = "",
+        max_tokens: int = 0,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
@@ -91,10 +96,11 @@ class OpenAIEngine:
         self.timeout_s = timeout_s
         self.max_tool_rounds = max(0, max_tool_rounds)
         self.system_prompt = system_prompt
+        self.max_tokens = max(0, max_tokens)  # 0: not sent (the server's own default applies)
         self._http: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_config(cls, agent: AgentConfig) -> OpenAIEngine:
+    def from_config(cls, agent: AgentConfig, max_tokens: int = 0) -> OpenAIEngine:
         return cls(
             agent.openai_base_url,
             agent.openai_model,
@@ -102,6 +108,7 @@ class OpenAIEngine:
             timeout_s=agent.openai_timeout_s,
             max_tool_rounds=agent.openai_max_tool_rounds,
             system_prompt=agent.system_prompt,
+            max_tokens=max_tokens,
         )
 
     async def start(self) -> None:
@@ -137,9 +144,13 @@ class OpenAIEngine:
             offer_tools = bool(tool_entries) and round_index < self.max_tool_rounds
             reply = _Reply()
             try:
-                async for delta in self._stream(messages, tool_entries if offer_tools else None, reply):
-                    spoke = True
-                    yield TextChunk(delta)
+                # aclosing: when the turn stops reading (reply too long, deadline, barge-in), the response
+                # is closed now rather than whenever the generator is collected.
+                stream = self._stream(messages, tool_entries if offer_tools else None, reply)
+                async with contextlib.aclosing(stream) as deltas:
+                    async for delta in deltas:
+                        spoke = True
+                        yield TextChunk(delta)
             except EndpointError as exc:
                 log.warning("openai endpoint %s: %s", self.url, exc)
                 yield TextChunk(APOLOGY_CUT if spoke else APOLOGY_DOWN)
@@ -189,6 +200,8 @@ class OpenAIEngine:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if tools:
             body["tools"] = tools
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             async with self._http.post(self.url, json=body, headers=headers) as resp:
