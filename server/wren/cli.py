@@ -14,6 +14,7 @@ COMMANDS = {
     "chat": "wren.commands.chat",
     "token": "wren.commands.token",
     "config": "wren.commands.config",
+    "devices": "wren.commands.devices",
 }
 
 

@@ -68,7 +68,7 @@ class ServerConfig:
 
 @dataclass
 class AuthConfig:
-    mode: str = "open"  # "open" or "token"
+    mode: str = "pair"  # "pair" (devices the owner approved by code), "token" or "open" (a lab: anyone)
     secret: str = ""  # HMAC key for tokens (mode = token)
     allowed_devices: list[str] = field(default_factory=list)  # device ids admitted without a token
     token_ttl_s: int = 30 * 24 * 3600
@@ -234,7 +234,7 @@ class Config:
 # Options with a fixed set of values: checked when the configuration is loaded (compared case-insensitively,
 # kept lower-case), so a typo is one clear line before any model is loaded. The loaders check again.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "auth.mode": ("open", "token"),
+    "auth.mode": ("pair", "token", "open"),
     "audio.downlink_format": ("opus", "pcm"),
     "vad.engine": ("silero", "webrtc"),
     "asr.engine": ("moonshine", "pocketsphinx", "vosk"),

@@ -62,6 +62,7 @@ def _request_from(remote: str, path: str = "/api/status", headers: dict[str, str
 
 async def test_the_handlers_refuse_a_request_from_outside_the_local_network():
     config = Config()
+    config.auth.mode = "open"
     console = Console(config, set(), Authenticator(config.auth))
     for handler in (console.status_handler, console.events_handler, console.talk_handler, console.page):
         resp = await handler(_request_from("203.0.113.9"))

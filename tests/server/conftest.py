@@ -64,6 +64,7 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
     config.server.host = "127.0.0.1"
     config.server.port = 0
     config.server.data_dir = str(tmp_path)
+    config.auth.mode = "open"  # the tests of pairing and tokens ask for their mode (auth={...})
     for section, values in sections.items():
         for key, value in values.items():
             assert hasattr(getattr(config, section), key), f"{section}.{key}"

@@ -38,7 +38,9 @@ def wren_serve(
     variables are dropped so the caller's environment cannot change what is tested."""
     log_path = data_dir / "server.log"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("WREN_")}
-    full_env.update(WREN_SERVER_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", **(env or {}))
+    # Open mode unless the test asks for another: pairing has its own tests (tests/server/test_pairing.py).
+    full_env.update({"WREN_SERVER_DATA_DIR": str(data_dir), "WREN_AUTH_MODE": "open", "PYTHONUNBUFFERED": "1",
+                     **(env or {})})
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "wren.cli", "serve", "--host", host, "--port", "0"],

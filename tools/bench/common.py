@@ -208,7 +208,9 @@ class ServerProcess:
         self._tmp = tempfile.TemporaryDirectory(prefix="wren-bench-")
         tmp = Path(self._tmp.name)
         self.log_path = tmp / "server.log"
-        env = {**os.environ, "WREN_SERVER_DATA_DIR": str(tmp / "data"), **self.env_overrides}
+        # Simulated devices on a lab box: open mode (pairing is tested in tests/server/test_pairing.py).
+        env = {**os.environ, "WREN_SERVER_DATA_DIR": str(tmp / "data"), "WREN_AUTH_MODE": "open",
+               **self.env_overrides}
         env.pop("WREN_CONFIG", None)
         # WREN_BENCH_SERVER_TREE: serve from another checkout (e.g. `git archive <commit>` unpacked), so a
         # run measures a known commit rather than whatever the working tree holds right now.

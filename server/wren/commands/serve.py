@@ -26,6 +26,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
 
+def admission_note(mode: str) -> str:
+    """How devices get in, printed at start-up (`make run` shows it)."""
+    if mode == "pair":
+        return ("Pairing: a new device shows and says a 6-digit code; approve it with\n"
+                "  wren devices approve CODE      (waiting devices: wren devices list)")
+    if mode == "open":
+        logging.getLogger("wren.serve").warning(
+            "auth mode 'open': any device on the network is admitted as whatever device id it claims "
+            "(a lab setting; the default, 'pair', admits only devices you approved)")
+        return "Auth mode 'open': every device is admitted (lab only)."
+    return "Auth mode 'token': devices need a token from `wren token` (or [auth] allowed_devices)."
+
+
 async def _serve(args: argparse.Namespace) -> None:
     config = load_config(args.config)  # a mistake here is reported before anything heavy is imported
     from wren.app import WrenServer
@@ -38,6 +51,7 @@ async def _serve(args: argparse.Namespace) -> None:
     port = await server.start(args.host, args.port)
     print(f"Wren server {package_version()} listening on port {port}; from this network:", flush=True)
     print("\n".join(describe(server.urls, config.server.public_ws_url)), flush=True)
+    print(admission_note(config.auth.mode), flush=True)
     try:
         await stop.wait()
     finally:

@@ -1,4 +1,5 @@
-"""Device admission: `open` (anyone) or `token` (HMAC-signed tokens bound to a device, plus an allowlist).
+"""Device admission: `pair` (the default: devices the owner approved by their code, wren.transport.pairing),
+`token` (HMAC-signed tokens bound to a device, plus an allowlist) or `open` (anyone, for a lab).
 
 Token format: `<signature>.<ts>`, sent as `Authorization: Bearer <token>`, where
     signature = base64url(HMAC-SHA256(secret, message)) without padding (43 characters)
@@ -7,6 +8,11 @@ Token format: `<signature>.<ts>`, sent as `Authorization: Bearer <token>`, where
 makes the signed message unambiguous: the former `"client_id|device_id|ts"` signed the same bytes for
 client `a|b` + device `c` and client `a` + device `b|c`. Tokens of that scheme no longer verify (new ones:
 `wren token`). Devices in `auth.allowed_devices` skip the check.
+
+In `pair` mode a valid signature is not enough: the device id must be paired with that client id and the
+token must be the one its pairing holds (by SHA-256), so `wren devices revoke` ends it at once. The web
+console's own `browser-…` ids are the exception: the console mints their tokens for the browsers it admits,
+and they name no device. The secret is `[auth] secret`, else one made at the first start in the data dir.
 
 Verification never raises: anything a client can send (garbage, wrong field counts, non-ASCII, huge
 values, non-digit timestamps) is a refusal with a reason, sent in the close frame.
@@ -25,10 +31,12 @@ from dataclasses import dataclass
 
 from wren.config import AuthConfig, ConfigError
 from wren.transport.identity import DeviceIdentity
+from wren.transport.pairing import DeviceRegistry, token_digest
 
 log = logging.getLogger(__name__)
 
-AUTH_MODES = ("open", "token")
+AUTH_MODES = ("pair", "token", "open")
+CONSOLE_ID_PREFIX = "browser-"  # ids the web console mints tokens for (wren.transport.console)
 CLOCK_SKEW_S = 300  # tolerate a signer whose clock runs a little ahead of ours
 TOKEN_DOMAIN = "wren-token-v2"  # first element of the signed message: a token means nothing elsewhere
 MAX_AUTHORIZATION_CHARS = 256  # a valid header is ~63 characters; anything far longer is refused unread
@@ -79,7 +87,7 @@ def check_auth_config(config: AuthConfig) -> None:
     """Refuse to start with an auth setup that cannot work or is trivially forged."""
     if config.mode not in AUTH_MODES:
         raise ConfigError(f"auth.mode must be one of {', '.join(AUTH_MODES)} (got {config.mode!r})")
-    if config.mode == "token":
+    if config.mode == "token" or (config.mode == "pair" and config.secret):
         check_secret(config.secret)
 
 
@@ -101,16 +109,24 @@ def parse_bearer(header: str) -> tuple[str, int] | str:
 
 
 class Authenticator:
-    def __init__(self, config: AuthConfig) -> None:
+    def __init__(self, config: AuthConfig, registry: DeviceRegistry | None = None, secret: str = "") -> None:
         check_auth_config(config)
+        if config.mode == "pair" and registry is None:
+            raise ConfigError("auth.mode = pair needs the device registry (a data dir)")
         self.config = config
+        self.registry = registry if config.mode == "pair" else None
+        self.secret = config.secret or secret
         self._allowed = {d.strip().lower() for d in config.allowed_devices if d.strip()}
 
-    def sign(self, client_id: str, device_id: str) -> str:
-        """A fresh token in token mode; empty in open mode (the device then sends no Authorization)."""
-        if self.config.mode != "token":
+    @property
+    def signs_tokens(self) -> bool:
+        return self.config.mode in ("token", "pair")
+
+    def sign(self, client_id: str, device_id: str, ts: int | None = None) -> str:
+        """A token in token and pair mode; empty in open mode (the device then sends no Authorization)."""
+        if not self.signs_tokens:
             return ""
-        return sign_token(self.config.secret, client_id, device_id)
+        return sign_token(self.secret, client_id, device_id, ts)
 
     def is_allowed(self, device_id: str) -> bool:
         """Listed in `auth.allowed_devices` (compared case-insensitively, as MACs are written both ways)."""
@@ -121,7 +137,25 @@ class Authenticator:
             return AuthResult(True, "open mode")
         if self.is_allowed(identity.device_id):
             return AuthResult(True, "allowed device")
-        return self.check_token(identity, now)
+        verdict = self.check_token(identity, now)
+        if not verdict.ok or self.registry is None or identity.device_id.startswith(CONSOLE_ID_PREFIX):
+            return verdict
+        return self._check_pairing(identity)
+
+    def _check_pairing(self, identity: DeviceIdentity) -> AuthResult:
+        try:
+            paired = self.registry.paired(identity.device_id) if self.registry else None
+        except Exception as exc:  # the registry file is unreadable: refuse, never fail the handshake
+            log.warning("pairing check failed for %s: %s: %s", identity.describe(), type(exc).__name__, exc)
+            return AuthResult(False, "pairing could not be checked")
+        if paired is None:
+            return AuthResult(False, "device not paired (approve its code: wren devices approve CODE)")
+        if paired.client_id != identity.client_id:
+            return AuthResult(False, "device paired with another client id")
+        token = identity.authorization.strip().partition(" ")[2].strip()
+        if not hmac.compare_digest(paired.token_sha256, token_digest(token)):
+            return AuthResult(False, "token revoked or replaced")
+        return AuthResult(True, "paired device")
 
     def check_token(self, identity: DeviceIdentity, now: float | None = None) -> AuthResult:
         """The identity's bearer token alone (no allowlist); never raises."""
@@ -136,7 +170,7 @@ class Authenticator:
         if isinstance(parsed, str):
             return AuthResult(False, parsed)
         signature, ts = parsed
-        expected = _signature(self.config.secret, identity.client_id, identity.device_id, ts)
+        expected = _signature(self.secret, identity.client_id, identity.device_id, ts)
         if not hmac.compare_digest(signature, expected):
             return AuthResult(False, "bad token signature for this device")
         if ts > now + CLOCK_SKEW_S:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from shared_protocol.constants import CLOSE_GOING_AWAY
+from wren.config import Config
 from wren.session import SessionServices
 from wren.transport.auth import Authenticator
 from wren.transport.connection_limits import (
@@ -20,7 +22,8 @@ from wren.transport.connection_limits import (
 )
 from wren.transport.console import add_console_routes
 from wren.transport.metrics import ServerMetrics, add_metrics_route
-from wren.transport.ota import make_ota_handler, make_ota_info_handler
+from wren.transport.ota import make_activate_handler, make_ota_handler, make_ota_info_handler
+from wren.transport.pairing import DeviceRegistry, load_or_create_secret
 from wren.transport.websocket import STATUS_TEXT, make_websocket_handler
 
 log = logging.getLogger(__name__)
@@ -35,9 +38,18 @@ def _both(path: str) -> list[str]:
     return [path] if stripped == path else [path, stripped]
 
 
+def make_authenticator(config: Config) -> Authenticator:
+    """Pair mode keeps its paired devices and (unless `[auth] secret` is set) its secret in the data dir."""
+    if config.auth.mode != "pair":
+        return Authenticator(config.auth)
+    data_dir = Path(config.server.data_dir)
+    secret = config.auth.secret or load_or_create_secret(data_dir)
+    return Authenticator(config.auth, DeviceRegistry(data_dir), secret)
+
+
 def build_web_app(services: SessionServices) -> web.Application:
     config = services.config
-    auth = Authenticator(config.auth)
+    auth = make_authenticator(config)
     sessions: set[Any] = set()
     app = web.Application(client_max_size=max(1024 * 1024, config.server.max_frame_bytes),
                           handler_args=keepalive_handler_args(config.limits))
@@ -70,6 +82,8 @@ def build_web_app(services: SessionServices) -> web.Application:
     for path in _both(config.server.ota_path):
         app.router.add_post(path, ota_handler)
         app.router.add_get(path, make_ota_info_handler(config))  # 200 with the WebSocket URL, not 405
+    # `<ota>activate`: the official firmware appends "activate" to a URL ending in "/", else "/activate".
+    app.router.add_post(config.server.ota_path.rstrip("/") + "/activate", make_activate_handler(auth))
 
     async def close_sessions(app: web.Application) -> None:
         # On shutdown, close every device socket (1001 going away) so no handler outlives the server.
@@ -78,4 +92,11 @@ def build_web_app(services: SessionServices) -> web.Application:
         await asyncio.gather(*(s.close() for s in list(sessions)), return_exceptions=True)
 
     app.on_shutdown.append(close_sessions)
+    if auth.registry is not None:
+        registry = auth.registry
+
+        async def close_registry(app: web.Application) -> None:
+            registry.close()
+
+        app.on_cleanup.append(close_registry)
     return app
