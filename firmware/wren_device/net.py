@@ -120,7 +120,9 @@ async def _post(url, body, headers):
 
 async def ota_check(url, identity, system_info, attempts=10):
     # POST the system info (§6.1/§6.2); -> the reply's websocket section {url, token, version} or None.
-    # A failure is retried with a 10 s pause doubling each time, as the official firmware does.
+    # A failure is retried with a 10 s pause doubling each time, as the official firmware does. A reply
+    # with `activation` (a server that pairs devices by code) is not a failure: the code is shown, the
+    # server is polled until the owner approves it, and the check runs again, as long as it takes.
     headers = {
         "Activation-Version": "1",
         "Device-Id": identity["device_id"],
@@ -130,22 +132,48 @@ async def ota_check(url, identity, system_info, attempts=10):
         "Content-Type": "application/json",
     }
     pause = 10000
-    for attempt in range(1, attempts + 1):
+    failures = 0
+    while failures < attempts:
         try:
             status, reply = await http_post_json(url, system_info, headers)
-            if status == 200 and isinstance(reply, dict):
-                ws = reply.get("websocket")
-                if "activation" in reply:
-                    log("ota", "activation required:", reply["activation"].get("message", ""))
-                if isinstance(ws, dict) and isinstance(ws.get("url"), str):
-                    log("ota", "websocket url", ws["url"])
-                    return ws
-                log("ota", "reply has no websocket section")
-                return None
-            log("ota", "attempt %d: HTTP %d" % (attempt, status))
         except (OSError, asyncio.TimeoutError, ValueError) as e:
-            log("ota", "attempt %d failed: %r" % (attempt, e))
-        if attempt < attempts:
+            status, reply = 0, None
+            log("ota", "attempt %d failed: %r" % (failures + 1, e))
+        if status == 200 and isinstance(reply, dict):
+            activation = reply.get("activation")
+            if isinstance(activation, dict):
+                await activate(url, headers, activation)
+                continue
+            ws = reply.get("websocket")
+            if isinstance(ws, dict) and isinstance(ws.get("url"), str):
+                log("ota", "websocket url", ws["url"])
+                return ws
+            log("ota", "reply has no websocket section")
+            return None
+        if status:
+            log("ota", "attempt %d: HTTP %d" % (failures + 1, status))
+        failures += 1
+        if failures < attempts:
             await asyncio.sleep_ms(pause)
             pause *= 2
     return None
+
+
+async def activate(url, headers, activation, polls=10):
+    # Show the pairing code (the log; a board with a display shows the message too), then poll
+    # <ota>activate: 200 = approved, 202 = waiting (again in 3 s), anything else again in 10 s (§6.3).
+    code = activation.get("code", "")
+    log("ota", "pairing code %s: approve it on the server (wren devices approve %s)" % (code, code))
+    if not activation.get("challenge"):
+        await asyncio.sleep_ms(10000)  # no challenge: only the OTA check is repeated
+        return
+    target = url + "activate" if url.endswith("/") else url + "/activate"
+    for _ in range(polls):
+        try:
+            status, _ = await http_post_json(target, {}, headers)
+        except (OSError, asyncio.TimeoutError, ValueError):
+            status = 0
+        if status == 200:
+            log("ota", "paired")
+            return
+        await asyncio.sleep_ms(3000 if status == 202 else 10000)
