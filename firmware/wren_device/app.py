@@ -26,6 +26,7 @@ async def main():
     }
     log("boot", "wren %s on %s, device %s" % (VERSION, identity["board"], identity["device_id"]))
     ssid = await net.wifi_connect(board.wlan(), cfg["wifi"])
+    net.configure_tls(cfg.get("tls_ca", ""))
     url, token, version = cfg["server_url"], cfg["token"], cfg["protocol_version"]
     if cfg.get("ota_url"):
         ws = await net.ota_check(cfg["ota_url"], identity, system_info(cfg, board, identity, ssid))

@@ -11,6 +11,7 @@ DEFAULTS = {
     "server_url": "",  # ws:// or wss:// URL of the xiaozhi endpoint, used when there is no OTA URL
     "ota_url": "",  # http(s)://host:port/xiaozhi/ota/ ; its websocket section wins over server_url
     "token": "",
+    "tls_ca": "",  # PEM or DER file of the server's (self-signed) certificate: https/wss are then checked
     "board": "esp32s3-breadboard",
     "listen_mode": MODE_AUTO,  # one of LISTEN_MODES: auto | manual | realtime
     "volume": 70,

@@ -36,6 +36,39 @@ async def wifi_connect(wlan, networks, attempts=3, timeout_ms=15000):
     raise OSError("could not join any configured Wi-Fi network")
 
 
+# The server certificate to trust for https:// and wss:// (config.json "tls_ca": a PEM or DER file): with
+# it the server is checked; without it the connection is encrypted but not authenticated (no CA bundle
+# fits on the board).
+_ca = None
+
+
+def configure_tls(path):
+    global _ca
+    if not path:
+        _ca = None
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(b"-----BEGIN"):  # PEM: mbedtls here takes DER, so the base64 body is decoded
+        import binascii
+
+        body = b"".join(line for line in data.split(b"\n") if line and not line.startswith(b"-----"))
+        data = binascii.a2b_base64(body)
+    _ca = data
+
+
+def client_context():
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if _ca is None:
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        ctx.load_verify_locations(cadata=_ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 # scheme -> (secure, default port); one parser for the OTA request (http) and the WebSocket (ws).
 _SCHEMES = (("https://", True, 443), ("http://", False, 80), ("wss://", True, 443), ("ws://", False, 80))
 
@@ -65,11 +98,7 @@ async def http_post_json(url, body, headers, timeout_ms=10000):
 async def _post(url, body, headers):
     secure, host, port, path = parse_url(url)
     if secure:
-        import ssl
-
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.verify_mode = ssl.CERT_NONE
-        r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
+        r, w = await asyncio.open_connection(host, port, ssl=client_context(), server_hostname=host)
     else:
         r, w = await asyncio.open_connection(host, port)
     data = json.dumps(body).encode()

@@ -26,12 +26,7 @@ async def handshake(url, headers, ssl_context=None):
     # Sec-WebSocket-Accept; offers no extensions, so RSV bits must stay 0 afterwards.
     secure, host, port, path = parse_url(url)
     if secure:
-        ctx = ssl_context
-        if ctx is None:  # no CA bundle on the board: encrypted but unauthenticated unless one is given
-            import ssl
-
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            ctx.verify_mode = ssl.CERT_NONE
+        ctx = ssl_context or net.client_context()  # config.json "tls_ca" pins the server's certificate
         r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
     else:
         r, w = await asyncio.open_connection(host, port)

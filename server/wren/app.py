@@ -25,6 +25,7 @@ from wren.transport.addresses import ServerUrls, server_urls
 from wren.transport.auth import check_auth_config
 from wren.transport.connection_limits import WrenRunner
 from wren.transport.server import SESSIONS_KEY, build_web_app
+from wren.transport.tls import server_tls_context
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ def _log_warm_failure(done: asyncio.Future[Any]) -> None:
 class WrenServer:
     def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
         check_auth_config(config.auth)
+        server_tls_context(config.server)  # a half or broken TLS setting is refused before anything loads
         check_audio_config(config)
         check_timezone_setting(config.server.timezone)
         log_transcripts(config.server.log_transcripts)
@@ -97,16 +99,19 @@ class WrenServer:
         # WrenRunner: an AppRunner that also closes sockets sending no request ([limits] handshake_timeout_s).
         self._runner = WrenRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
+        tls = server_tls_context(self.config.server)
         site = web.TCPSite(
             self._runner,
             host or self.config.server.host,
             self.config.server.port if port is None else port,
+            ssl_context=tls,
         )
         await site.start()
         sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
         self.port = sockets[0].getsockname()[1] if sockets else port
         self.urls = server_urls(host or self.config.server.host, int(self.port or 0),
-                                self.config.server.websocket_path, self.config.server.ota_path)
+                                self.config.server.websocket_path, self.config.server.ota_path,
+                                secure=tls is not None)
         for url in self.urls:
             log.info("Wren %s listening: console %s, OTA %s, WebSocket %s", package_version(), url.console,
                      url.ota, url.websocket)

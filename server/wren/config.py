@@ -51,6 +51,10 @@ class ServerConfig:
     timezone: str = ""
     idle_timeout_s: float = 120.0  # close a connection with no voice/turn activity (counted from connect)
     hello_timeout_s: float = 10.0  # close a socket that never says hello
+    # TLS for the whole port (https:// and wss://): PEM certificate (chain) and private key paths; both or
+    # neither (wren/transport/tls.py).
+    tls_cert: str = ""
+    tls_key: str = ""
     # Log what people said (transcripts, typed queries, announcements) at INFO; by default only their length
     # is logged (wren/privacy.py).
     log_transcripts: bool = False

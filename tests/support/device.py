@@ -86,8 +86,10 @@ class TestDevice(ReceivedLog):
         send_identity: bool = True,
         tools: list[dict] | None = None,
         tool_delay: float = 0.0,
+        ssl_context: Any = None,
     ) -> None:
         self.url = url
+        self.ssl_context = ssl_context  # for wss:// (a test's own CA)
         self.device_id = device_id or "02:00:00:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
         self.client_id = client_id or str(uuid.uuid4())
         self.token = token
@@ -126,8 +128,9 @@ class TestDevice(ReceivedLog):
 
     async def open(self) -> None:
         headers, url = self._headers_and_url()
+        tls = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
         self.ws = await websockets.connect(url, additional_headers=headers, max_size=None, ping_interval=None,
-                                           open_timeout=10)
+                                           open_timeout=10, **tls)
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def connect(self, timeout: float = 10.0) -> dict:

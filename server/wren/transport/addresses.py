@@ -90,14 +90,16 @@ def _url_host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def server_urls(host: str, port: int, websocket_path: str, ota_path: str) -> list[ServerUrls]:
+def server_urls(host: str, port: int, websocket_path: str, ota_path: str,
+                secure: bool = False) -> list[ServerUrls]:
     """The console, OTA and WebSocket URLs for each address the server can be reached on."""
     addresses = interface_addresses() if host in WILDCARDS else [host]
+    http, ws = ("https", "wss") if secure else ("http", "ws")
     urls = []
     for address in addresses:
         base = f"{_url_host(address)}:{port}"
-        urls.append(ServerUrls(address, f"http://{base}/", f"http://{base}{ota_path}",
-                               f"ws://{base}{websocket_path}"))
+        urls.append(ServerUrls(address, f"{http}://{base}/", f"{http}://{base}{ota_path}",
+                               f"{ws}://{base}{websocket_path}"))
     return urls
 
 
