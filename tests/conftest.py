@@ -21,3 +21,14 @@ def _default_data_dir_is_temporary(tmp_path_factory: pytest.TempPathFactory) -> 
         os.environ.pop("WREN_DATA_DIR", None)
     else:
         os.environ["WREN_DATA_DIR"] = before
+
+
+@pytest.fixture
+async def llm():
+    """A local OpenAI-compatible HTTP server whose answers each test scripts (tests/agent/llm_server.py)."""
+    from tests.agent.llm_server import ScriptedLLM
+
+    server = ScriptedLLM()
+    await server.start()
+    yield server
+    await server.stop()

@@ -10,16 +10,8 @@ from wren.agent.events import TextChunk
 from wren.agent.messages import InboundMessage
 
 from tests.agent.fakes import XIAOZHI_TOOLS, BlockingTools, RecordingTools
-from tests.agent.llm_server import ScriptedLLM, text_chunks, tool_call_chunks
+from tests.agent.llm_server import text_chunks, tool_call_chunks
 from tests.support.processes import free_port
-
-
-@pytest.fixture
-async def llm():
-    server = ScriptedLLM()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

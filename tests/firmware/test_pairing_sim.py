@@ -31,7 +31,8 @@ def approve(data: Path, code: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-async def test_a_new_board_shows_its_code_is_approved_and_then_talks(pairing_server, device_dir: Path) -> None:
+async def test_a_new_board_shows_its_code_is_approved_and_then_talks(pairing_server,
+                                                                     device_dir: Path) -> None:
     wren, data = pairing_server
     mic = write_wav(device_dir / "mic.wav", spoken_pcm("what time is it"), 16000)
     env = write_config(device_dir, listen_mode="auto", volume=100,

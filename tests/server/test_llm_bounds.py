@@ -124,14 +124,6 @@ def test_the_limits_have_defaults_and_environment_overrides():
 # ---- an agent against an endless LLM -------------------------------------------------------------------
 
 
-@pytest.fixture
-async def llm():
-    server = ScriptedLLM()
-    await server.start()
-    yield server
-    await server.stop()
-
-
 async def _agent(tmp_path: Path, llm: ScriptedLLM, **limits: Any) -> AgentLoop:
     config = Config()
     config.server.data_dir = str(tmp_path)

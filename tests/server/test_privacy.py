@@ -6,10 +6,10 @@ from __future__ import annotations
 import stat
 
 import pytest
+from wren.privacy import log_transcripts, said
 
 from tests.support.device import TestDevice
 from tests.support.wren_process import wren_serve
-from wren.privacy import log_transcripts, said
 
 QUERY = "what time is it please"
 

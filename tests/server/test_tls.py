@@ -34,8 +34,9 @@ def trusting(cert: Path) -> ssl.SSLContext:
 async def test_ota_over_https_hands_out_a_wss_url_that_serves_a_device(tls_server, certificate):
     base = f"https://127.0.0.1:{tls_server.port}"
     connector = aiohttp.TCPConnector(ssl=trusting(certificate[0]))
+    headers = {"Device-Id": "02:00:00:00:7e:01", "Client-Id": "c"}
     async with aiohttp.ClientSession(connector=connector) as http, http.post(
-            base + "/xiaozhi/ota/", json={}, headers={"Device-Id": "02:00:00:00:7e:01", "Client-Id": "c"}) as resp:
+            base + "/xiaozhi/ota/", json={}, headers=headers) as resp:
         answer = await resp.json()
     url = answer["websocket"]["url"]
     assert url == f"wss://127.0.0.1:{tls_server.port}/xiaozhi/v1/"
