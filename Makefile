@@ -25,6 +25,8 @@ help:
 	@echo "make test   add the [dev] and [firmware] extras and run the whole suite (ruff + pytest + MicroPython vectors)"
 	@echo "make lint   ruff only"
 	@echo "make sim    MIC=question.wav: the real firmware under MicroPython against a server (docs/firmware.md)"
+	@echo "            CODEC=opus: on the Wren build (make firmware-host) instead of the stock unix port"
+	@echo "make firmware-host  the Wren build of the unix port: opus C module + frozen app (cached; VENDOR=dir)"
 	@echo "make flash  PORT=... BOARD=esp32s3|esp32 FIRMWARE=...: write MicroPython to a board"
 	@echo "make deploy PORT=...: compile and copy the Wren firmware and its config to a board"
 	@echo "make bench  the benchmarks (a few minutes); make bench-quick for a smoke run"
@@ -54,7 +56,7 @@ run: $(RUNTIME_STAMP)
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) firmware-host
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -65,15 +67,26 @@ clean:
 # make flash  PORT=/dev/ttyACM0 BOARD=esp32s3|esp32 FIRMWARE=ESP32_GENERIC_S3-SPIRAM_OCT-….bin
 # make deploy PORT=/dev/ttyACM0 [CONFIG=firmware/config.json]
 # make sim    MIC=question.wav [SERVER=ws://127.0.0.1:8000/xiaozhi/v1/] [OUT=reply.wav] [MODE=auto|manual]
-#             [HEAP=160wk]
-.PHONY: flash deploy sim
+#             [HEAP=160wk] [CODEC=pcm|opus]
+# make firmware-host [VENDOR=../shared/vendor]
+.PHONY: flash deploy sim firmware-host
 
 BOARD  ?= esp32s3
 CONFIG ?= firmware/config.json
 SERVER ?= ws://127.0.0.1:8000/xiaozhi/v1/
+# The sim boots like a stock device, through OTA (so it pairs with a `make run` server: it prints its code,
+# approve it with `wren devices approve CODE`; its client id is kept in .cache/sim/, so once is enough).
+# SERVER=ws://... on the command line connects straight to that WebSocket instead (another xiaozhi server).
+OTA    ?= http://127.0.0.1:8000/xiaozhi/ota/
+SIM_OTA = $(if $(filter command line,$(origin SERVER)),,$(OTA))
 OUT    ?= reply.wav
 MODE   ?= auto
 HEAP   ?= 160wk
+# pcm: the stock unix port (.venv/bin/micropython) streams PCM; opus: the Wren build, which has the opus module.
+CODEC  ?= pcm
+# Where the vendored upstream sources are (relative to the repo); without them the build downloads the
+# same pinned versions (docs/firmware.md, "Two builds").
+VENDOR ?= ../shared/vendor
 
 flash: $(FIRMWARE_STAMP)
 	@test -n "$(PORT)" || { echo "make flash: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
@@ -84,9 +97,16 @@ deploy: $(FIRMWARE_STAMP)
 	@test -n "$(PORT)" || { echo "make deploy: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
 	$(BIN)/python tools/flash/deploy.py --port "$(PORT)" --config "$(CONFIG)"
 
-sim: $(FIRMWARE_STAMP)
+sim: $(FIRMWARE_STAMP) $(if $(filter opus,$(CODEC)),firmware-host)
 	@test -n "$(MIC)" || { echo "make sim: set MIC=path/to/16k-mono.wav"; exit 2; }
-	$(BIN)/python tools/sim/run.py --mic "$(MIC)" --server "$(SERVER)" --out "$(OUT)" --mode "$(MODE)" --heap "$(HEAP)"
+	$(BIN)/python tools/sim/run.py --mic "$(MIC)" --server "$(SERVER)" --ota "$(SIM_OTA)" --out "$(OUT)" \
+	  --mode "$(MODE)" --heap "$(HEAP)" --codec "$(CODEC)"
+
+# The Wren build of the MicroPython unix port: the opus user C module (firmware/modules/opus) and the app
+# frozen by firmware/manifest.py, in .cache/firmware-host/micropython. Keyed by a hash of its inputs, so an
+# unchanged tree does no work (tools/firmware/build_host.py).
+firmware-host:
+	@$(PYTHON) tools/firmware/build_host.py --vendor "$(VENDOR)"
 
 # ---- bench: benchmarks (tools/bench, docs/performance.md) -------------------------------------------
 # `make bench` drives a real `wren serve` with simulated devices (a few minutes on 2 cores) and prints one

@@ -127,7 +127,8 @@ def test_every_runtime_dependency_is_used_by_the_server() -> None:
 
 def test_tests_and_tools_import_only_declared_distributions() -> None:
     # The firmware's MicroPython scripts (machine, micropython, ...) run on the unix port, not CPython.
-    files = python_files("tests", "tools", skip=(r"^tests/firmware/mpy/", r"^tests/protocol/mp_[^/]*\.py$"))
+    files = python_files("tests", "tools", skip=(r"^tests/firmware/mpy/", r"^tests/protocol/mp_[^/]*\.py$",
+                                                r"^tools/firmware/mpy_[^/]*\.py$"))
     local = {p.stem for p in files} | {p.name for p in (ROOT / "tests").rglob("*") if p.is_dir()}
     used = {m: f for m, f in third_party(imported_modules(files)).items() if m not in local}
     declared = RUNTIME | DEV | FIRMWARE

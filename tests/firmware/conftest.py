@@ -7,6 +7,8 @@ import contextlib
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +21,11 @@ SCRIPTS = Path(__file__).parent / "mpy"
 # App, host hal (machine/network stand-ins), shared_protocol (repo root) and the frozen stdlib.
 MICROPYPATH = f"{FIRMWARE}:{FIRMWARE / 'hal' / 'host'}:{REPO}:.frozen"
 HEAP = "160wk"  # 160 K words: the 32-bit-equivalent budget, scaled by pointer width on the host
+# The Wren build (`make firmware-host`): the unix port with the opus module and the app frozen in. It runs
+# with only its frozen modules on the path (`micropython -m main` from a scratch dir, as `make sim
+# CODEC=opus` does); the `opus_build` fixture makes sure it is built and current.
+OPUS_MICROPYTHON = REPO / ".cache" / "firmware-host" / "micropython"
+FROZEN_ONLY = ".frozen"
 
 
 class MpyProcess:
@@ -95,11 +102,13 @@ async def micropython(
     cwd: Path | None = None,
     heap: str = HEAP,
     stdin: bool = False,
+    binary: Path = MICROPYTHON,
+    path: str = MICROPYPATH,
 ) -> AsyncIterator[MpyProcess]:
-    """Run the MicroPython binary; always killed on the way out."""
-    full_env = {"PATH": os.environ.get("PATH", ""), "MICROPYPATH": MICROPYPATH, **(env or {})}
+    """Run a MicroPython binary (default: the stock one, app from source); always killed on the way out."""
+    full_env = {"PATH": os.environ.get("PATH", ""), "MICROPYPATH": path, **(env or {})}
     proc = await asyncio.create_subprocess_exec(
-        str(MICROPYTHON),
+        str(binary),
         "-X",
         f"heapsize={heap}",
         *args,
@@ -129,6 +138,16 @@ def write_config(directory: Path, **values: object) -> dict[str, str]:
         "WREN_SIM_CONFIG": str(directory / "config.json"),
         "WREN_SIM_STATE": str(directory / "state.json"),
     }
+
+
+@pytest.fixture(scope="session")
+def opus_build() -> Path:
+    """The Wren build, made or found up to date by the same cached step as `make firmware-host`."""
+    res = subprocess.run([sys.executable, str(REPO / "tools" / "firmware" / "build_host.py")],
+                         capture_output=True, text=True, timeout=1800)
+    if res.returncode != 0 or not OPUS_MICROPYTHON.exists():
+        pytest.fail("make firmware-host failed:\n" + res.stdout + res.stderr)
+    return OPUS_MICROPYTHON
 
 
 @pytest.fixture
