@@ -114,6 +114,9 @@ class Utterance(DataFrame):
     reason: InputEnd
     ended_at: float  # the EndOfInput's time
     decoded_at: float  # when the recogniser's final words were out
+    # No recogniser could be opened (`AsrUnavailable`: `[limits] asr_streams` reached, no ASR worker up):
+    # nobody listened, so the session says it is busy instead of "I didn't catch that".
+    asr_unavailable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,10 @@ during the pause and little is left at the end.
 
 A recogniser that fails (`AsrError`, e.g. its worker process died) costs only that utterance's words: a
 `StageError` frame says so, VAD and the turn go on, and the `Utterance` has no text (the session's normal
-no-text path).
+no-text path). A recogniser that cannot be opened at all (`AsrUnavailable`: the stream ceiling
+`[limits] asr_streams`, or no ASR worker running) goes the same way, and the `Utterance` says so
+(`asr_unavailable`), so the session answers "busy" rather than "I didn't catch that". The utterance still
+runs to its end (VAD, turn detection): the answer comes when the person stops, not over their words.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from wren.pipeline.frames import (
     Utterance,
 )
 from wren.pipeline.stage import BlockingStage
-from wren.speech.asr.errors import AsrError
+from wren.speech.asr.errors import AsrError, AsrUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ class RecogniseStage(BlockingStage):
         self._bias = bias
         self._stream: Any = None
         self._heard = False
+        self._unavailable = False  # this utterance's recogniser was refused (AsrUnavailable)
         # Overflow policy: drop the oldest audio (only the last `preroll_bytes` matter before onset).
         self._preroll: deque[bytes] = deque()
         self._preroll_size = 0
@@ -116,7 +120,8 @@ class RecogniseStage(BlockingStage):
                 log.warning("speech recognition failed at the end of the utterance: %s", exc)
                 out.append(StageError(self.name, exc))
         self.close()
-        out.append(Utterance(text, end.heard_speech, end.audio_ms, end.reason, end.at, time.monotonic()))
+        out.append(Utterance(text, end.heard_speech, end.audio_ms, end.reason, end.at, time.monotonic(),
+                             asr_unavailable=self._unavailable))
         return out
 
     def _guard(self, call: Callable[..., Any], *args: Any) -> list[Frame]:
@@ -128,7 +133,11 @@ class RecogniseStage(BlockingStage):
 
     def _lost(self, exc: AsrError) -> list[Frame]:
         """Go on without words for this utterance; the next utterance opens a fresh recogniser."""
-        log.warning("speech recognition failed mid-utterance (the turn will have no text): %s", exc)
+        if isinstance(exc, AsrUnavailable):  # a bound, not a fault: the cap logs it, once a minute
+            self._unavailable = True
+            log.debug("no recogniser for this utterance: %s", exc)
+        else:
+            log.warning("speech recognition failed mid-utterance (the turn will have no text): %s", exc)
         if self._stream is not None:
             with contextlib.suppress(AsrError):
                 self._stream.close()

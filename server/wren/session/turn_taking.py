@@ -23,6 +23,11 @@ from wren.session.reply import TurnRequest
 
 log = logging.getLogger(__name__)
 
+# Spoken when an utterance found no recogniser free (`Utterance.asr_unavailable`: `[limits] asr_streams`
+# reached, or no ASR worker running). Not an empty-input prompt: the person was not misheard, nobody
+# listened, so it says to try again and never counts toward the give-up rule (the session stays usable).
+ASR_BUSY_REPLY = "Sorry, I can't listen right now. Please try again in a moment."
+
 # How an utterance ended → the table's event for it.
 _ENDED_BY = {
     InputEnd.LISTEN_STOP: ListenEvent.STOP,  # `listen stop`, or an empty binary frame
@@ -178,6 +183,10 @@ class TurnTaking:
         else:
             self._on_state(utterance.reason.value)
         stamps = {"input_end": utterance.ended_at, "asr_done": utterance.decoded_at}
+        if utterance.asr_unavailable:
+            log.info("%s: no recogniser was free for this utterance; answering busy", self.name)
+            self.replies.queue(TurnRequest(prompt_text=ASR_BUSY_REPLY), stamps)
+            return
         decision = self.decider.decide(utterance.text, mode, utterance.heard_speech, self._keep_socket())
         if isinstance(decision, Reply):
             self.replies.queue(TurnRequest(user_text=decision.text), stamps)

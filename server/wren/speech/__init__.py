@@ -3,7 +3,8 @@
 `SpeechStack.load(config)` loads VAD, ASR and TTS (logging each load time). Codec, resampler and sentence
 splitter are cheap per-stream objects: `wren.speech.codec`, `wren.speech.resample`, `wren.speech.sentences`.
 All engine calls are blocking CPU work: run them in the server's executor. ASR runs in worker processes by
-default (`asr.workers`); `SpeechStack.close()` stops them (they also never outlive this process).
+default (`asr.workers`); `SpeechStack.close()` stops them (they also never outlive this process). At most
+`[limits] asr_streams` ASR streams are open at once (`wren.speech.asr.cap`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class SpeechStack:
             return engine
 
         vad = timed("vad", load_vad, config.vad)
-        asr = timed("asr", load_asr, config.asr)
+        asr = timed("asr", lambda section: load_asr(section, config.limits.asr_streams), config.asr)
         tts = timed("tts", load_tts, config.tts)
         return cls(vad=vad, asr=asr, tts=tts, load_seconds=timings)
 

@@ -27,12 +27,12 @@ def engine_name(config: AsrConfig) -> str:
     return engine
 
 
-def try_moonshine(config: AsrConfig) -> AsrEngine | None:
+def try_moonshine(config: AsrConfig, max_streams: int = 0) -> AsrEngine | None:
     """The moonshine engine, or None where its wheel is not installed (the caller falls back)."""
     from wren.speech.asr.moonshine import MoonshineNotInstalled, load_moonshine
 
     try:
-        return load_moonshine(config)
+        return load_moonshine(config, max_streams)
     except MoonshineNotInstalled as exc:
         # The default engine on a box where pip could not install its x86_64-only wheel (an ARM
         # Raspberry Pi): keep working with the bundled pocketsphinx, and say how to get Moonshine.
@@ -45,24 +45,23 @@ def without_moonshine(config: AsrConfig) -> AsrConfig:
     return dataclasses.replace(config, engine="pocketsphinx", model_path="")
 
 
-def load_in_process(config: AsrConfig) -> AsrEngine:
-    """The configured engine, loaded here whatever `config.workers` says."""
+def load_in_process(config: AsrConfig, max_streams: int = 0) -> AsrEngine:
+    """The configured engine, loaded here whatever `config.workers` says; at most `max_streams` streams
+    open at once (`wren.speech.asr.cap`; 0 = no limit)."""
     engine = engine_name(config)
     if engine == "moonshine":
-        loaded = try_moonshine(config)
+        loaded = try_moonshine(config, max_streams)
         if loaded is not None:
             return loaded
         config, engine = without_moonshine(config), "pocketsphinx"
     if engine == "pocketsphinx":
         from wren.speech.asr.pocketsphinx_engine import PocketsphinxEngine
 
-        return PocketsphinxEngine(
-            model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
-        )
+        return PocketsphinxEngine(model_path=config.model_path, pool_size=config.pool_size,
+                                  max_idle=config.max_idle_per_worker, max_streams=max_streams)
     from wren.speech.asr.vosk_engine import VoskEngine
 
     if not config.model_path:
         raise AsrError("asr.engine = vosk needs asr.model_path (a vosk model folder)")
-    return VoskEngine(
-        model_path=config.model_path, pool_size=config.pool_size, max_idle=config.max_idle_per_worker
-    )
+    return VoskEngine(model_path=config.model_path, pool_size=config.pool_size,
+                      max_idle=config.max_idle_per_worker, max_streams=max_streams)

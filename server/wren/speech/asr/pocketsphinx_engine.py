@@ -35,6 +35,7 @@ from pathlib import Path
 import pocketsphinx
 
 from wren.speech.asr.bias import STRONG_MARGIN, PhraseBias
+from wren.speech.asr.cap import Slot, StreamCap
 from wren.speech.asr.cmn import SpeakerCmnCache
 from wren.speech.asr.errors import AsrError
 from wren.speech.asr.pool import RecogniserPool
@@ -75,8 +76,12 @@ class PocketsphinxEngine:
     sample_rate = 16000
 
     def __init__(
-        self, model_path: str = "", pool_size: int = 2, max_idle: int | None = None, **decoder_options: object
+        self, model_path: str = "", pool_size: int = 2, max_idle: int | None = None, max_streams: int = 0,
+        **decoder_options: object,
     ) -> None:
+        # At most `max_streams` decoders in use (the ceiling, `wren.speech.asr.cap`; 0 = no limit): with the
+        # pool's idle ones, at most max(pool_size, max_streams) decoders ever exist (≈90 MB each).
+        self.streams = StreamCap(max_streams, self.name)
         self._options: dict[str, object] = {"samprate": self.sample_rate, "loglevel": "FATAL"}
         if model_path:
             self._options.update(_custom_model_config(model_path))
@@ -103,8 +108,14 @@ class PocketsphinxEngine:
 
     def open_stream(self, speaker: str | None = None) -> PocketsphinxStream:
         """A stream on a warm decoder. `speaker` (e.g. the device id) lets the stream start from the cepstral
-        mean that speaker's previous utterance ended with (see the module docstring)."""
-        return PocketsphinxStream(self, self._pool.acquire(), speaker)
+        mean that speaker's previous utterance ended with (see the module docstring). `AsrUnavailable` past
+        the stream ceiling."""
+        slot = self.streams.take()
+        try:
+            return PocketsphinxStream(self, self._pool.acquire(), speaker, slot)
+        except BaseException:
+            slot.release()
+            raise
 
     def initial_cmn(self, speaker: str | None) -> str | None:
         """The cepstral mean a new stream for `speaker` starts from (None: the model's own cmninit)."""
@@ -129,11 +140,15 @@ class PocketsphinxStream:
     """One utterance on a borrowed decoder. Not thread-safe: one thread at a time."""
 
     def __init__(
-        self, engine: PocketsphinxEngine, decoder: pocketsphinx.Decoder, speaker: str | None = None
+        self, engine: PocketsphinxEngine, decoder: pocketsphinx.Decoder, speaker: str | None = None,
+        slot: Slot | None = None,
     ) -> None:
         self._engine = engine
         self._decoder: pocketsphinx.Decoder | None = decoder
         self.speaker = speaker
+        self._slot = slot  # its place under the engine's stream ceiling, given back at close()
+        if slot is not None:
+            slot.held_by(self)
         self._in_utterance = False
         self._final: str | None = None
         self._odd_byte = b""
@@ -229,6 +244,8 @@ class PocketsphinxStream:
     def close(self) -> None:
         """Return the decoder to the pool (ending an abandoned utterance first). Idempotent."""
         decoder, self._decoder = self._decoder, None
+        if self._slot is not None:
+            self._slot.release()  # a broken decoder is dropped below: its slot is free all the same
         if decoder is None or self._broken:
             return
         if self._in_utterance:

@@ -13,6 +13,7 @@ import logging
 import time
 from pathlib import Path
 
+from wren.speech.asr.cap import Slot, StreamCap
 from wren.speech.asr.errors import AsrError
 from wren.speech.asr.pool import RecogniserPool
 from wren.speech.asr.text import clean_transcript
@@ -24,8 +25,13 @@ class VoskEngine:
     name = "vosk"
     sample_rate = 16000
 
-    def __init__(self, model_path: str, pool_size: int = 2, max_idle: int | None = None) -> None:
+    def __init__(
+        self, model_path: str, pool_size: int = 2, max_idle: int | None = None, max_streams: int = 0
+    ) -> None:
         import vosk
+
+        # At most `max_streams` recognisers in use (the ceiling, `wren.speech.asr.cap`; 0 = no limit).
+        self.streams = StreamCap(max_streams, self.name)
 
         vosk.SetLogLevel(-1)  # Kaldi logs every decoder creation to stderr otherwise
         if not Path(model_path, "am").is_dir() and not Path(model_path, "final.mdl").exists():
@@ -48,16 +54,25 @@ class VoskEngine:
         return self._pool
 
     def open_stream(self, speaker: str | None = None) -> VoskStream:
-        """`speaker` is accepted for interface parity; Kaldi's online CMVN restarts per utterance."""
-        return VoskStream(self, self._pool.acquire())
+        """`speaker` is accepted for interface parity; Kaldi's online CMVN restarts per utterance.
+        `AsrUnavailable` past the stream ceiling."""
+        slot = self.streams.take()
+        try:
+            return VoskStream(self, self._pool.acquire(), slot)
+        except BaseException:
+            slot.release()
+            raise
 
 
 class VoskStream:
     """One utterance on a borrowed recogniser. Not thread-safe: one thread at a time."""
 
-    def __init__(self, engine: VoskEngine, recogniser: object) -> None:
+    def __init__(self, engine: VoskEngine, recogniser: object, slot: Slot | None = None) -> None:
         self._engine = engine
         self._recogniser = recogniser
+        self._slot = slot  # its place under the engine's stream ceiling, given back at close()
+        if slot is not None:
+            slot.held_by(self)
         # vosk ends a segment at its own endpoint; we keep all of them (a few per utterance, whose length
         # the session caps).
         self._segments: list[str] = []
@@ -102,6 +117,8 @@ class VoskStream:
 
     def close(self) -> None:
         rec, self._recogniser = self._recogniser, None
+        if self._slot is not None:
+            self._slot.release()
         if rec is None:
             return
         rec.Reset()

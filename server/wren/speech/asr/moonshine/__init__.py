@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 CONVERT_TIMEOUT_S = 600.0
 
 
-def load_moonshine(config: AsrConfig) -> MoonshineEngine:
+def load_moonshine(config: AsrConfig, max_streams: int = 0) -> MoonshineEngine:
+    """The engine; `max_streams` streams open at once at most (`[limits] asr_streams`, 0 = no limit)."""
     assets = find_assets(config.model_path)
     cache = Path(config.cache_dir).expanduser() if config.cache_dir else default_cache_dir()
     try:
@@ -32,7 +33,7 @@ def load_moonshine(config: AsrConfig) -> MoonshineEngine:
         raise AsrError(f"Moonshine model files in {assets.folder} cannot be read: {exc}") from exc
     if not is_complete(folder):
         folder = _convert_in_child(config.model_path, cache)
-    return MoonshineEngine(folder, threads=config.decode_threads)
+    return MoonshineEngine(folder, threads=config.decode_threads, max_streams=max_streams)
 
 
 def _convert_in_child(model_path: str, cache: Path) -> Path:

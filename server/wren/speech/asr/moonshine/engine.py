@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from wren.speech.asr.bias import PhraseBias
+from wren.speech.asr.cap import Slot, StreamCap
 from wren.speech.asr.errors import AsrError
 from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel
 from wren.speech.asr.moonshine.scheduler import (
@@ -67,9 +68,11 @@ class MoonshineEngine:
     sample_rate = SAMPLE_RATE
 
     def __init__(
-        self, model_folder: Path, threads: int = 0, max_speculative: int = MAX_WAITING_SPECULATIVE
+        self, model_folder: Path, threads: int = 0, max_speculative: int = MAX_WAITING_SPECULATIVE,
+        max_streams: int = 0,
     ) -> None:
         started = time.perf_counter()
+        self.streams = StreamCap(max_streams, self.name)  # [limits] asr_streams (0 = no limit)
         self.model = MoonshineModel(model_folder)
         self.threads = threads or max(1, min(4, os.cpu_count() or 1))
         self.scheduler = DecodeScheduler(self.threads, max_speculative)
@@ -82,8 +85,9 @@ class MoonshineEngine:
     def open_stream(self, speaker: str | None = None) -> MoonshineStream:
         if self.scheduler.closed:
             raise AsrError("the Moonshine engine is closed")
+        slot = self.streams.take()  # AsrUnavailable past [limits] asr_streams
         self.count("streams")
-        return MoonshineStream(self, speaker)
+        return MoonshineStream(self, speaker, slot)
 
     def count(self, field: str) -> None:
         with self._stats_lock:
@@ -123,9 +127,12 @@ class _Guess:
 
 
 class MoonshineStream:
-    def __init__(self, engine: MoonshineEngine, speaker: str | None) -> None:
+    def __init__(self, engine: MoonshineEngine, speaker: str | None, slot: Slot | None = None) -> None:
         self._engine = engine
         self.speaker = speaker
+        self._slot = slot  # its place under the engine's stream ceiling, given back at close()
+        if slot is not None:
+            slot.held_by(self)
         # The current window only (older windows are committed): ≈MAX_WINDOW_S at most, cut there.
         self._pcm = bytearray()
         self._odd_byte = b""
@@ -207,6 +214,8 @@ class MoonshineStream:
         for future in self._windows:
             future.cancel()
         self._pcm = bytearray()
+        if self._slot is not None:
+            self._slot.release()
 
     def __enter__(self) -> MoonshineStream:
         return self

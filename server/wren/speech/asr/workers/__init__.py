@@ -2,7 +2,9 @@
 
 `load_asr` uses this when `asr.workers > 0` (pocketsphinx and vosk): pocketsphinx holds the GIL while it
 decodes, and a worker process has its own. Each part where it lives:
-- `supervisor`: `ProcessAsrEngine`: starting, least-loaded pick, restart, stop (and the atexit hook);
+- `supervisor`: `ProcessAsrEngine`: starting, least-loaded pick within each worker's share of the stream
+  ceiling, restart, stop (and the atexit hook);
+- `restarts`: the backoff between restarts of a worker that keeps failing;
 - `child`: the worker process's main loop (why processes at all: its docstring);
 - `channel`: the pipe protocol (named message types), the sender/reader threads, and the overflow policy
   of audio queued for a worker;

@@ -38,11 +38,13 @@ from wren.speech.asr.workers.channel import (
 )
 
 
-def main(conn: Connection, config_fields: dict[str, Any]) -> None:
-    """Entry point of a worker process (spawned: `config_fields` is the AsrConfig as a dict)."""
+def main(conn: Connection, config_fields: dict[str, Any], max_streams: int = 0) -> None:
+    """Entry point of a worker process (spawned: `config_fields` is the AsrConfig as a dict). `max_streams`:
+    this worker's share of the stream ceiling (0 = none); its engine refuses streams past it, so it never
+    holds more recognisers than that in use, whatever the server process asks."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the parent decides
     try:
-        engine = load_in_process(AsrConfig(**{**config_fields, "workers": 0}))
+        engine = load_in_process(AsrConfig(**{**config_fields, "workers": 0}), max_streams)
     except Exception as exc:  # report any load failure to the parent instead of dying silently
         conn.send(LoadFailed(describe(exc)))
         return

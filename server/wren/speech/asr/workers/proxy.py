@@ -5,6 +5,10 @@ for the worker's reply, which comes after the audio queued before them. `finish(
 speaker's cepstral mean, which the server process remembers (`cmn.SpeakerCmnCache`) and carries to
 whichever worker serves that speaker next. A worker that dies or reports an error fails the stream: every
 later call raises that `AsrError` (the session turns it into an utterance without text).
+
+A stream counts toward its worker's load (and holds its slot under the stream ceiling, `asr.cap`) until
+`close()`, failed or not: the worker keeps its recogniser until the `Close` arrives, so the supervisor's
+count and the worker's own never disagree.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import contextlib
 import weakref
 from typing import Protocol
 
+from wren.speech.asr.cap import Slot
 from wren.speech.asr.cmn import SpeakerCmnCache
 from wren.speech.asr.errors import AsrError
 from wren.speech.asr.workers.channel import Bias, Close, Finish, Partial, WorkerChannel
@@ -29,9 +34,15 @@ class StreamHost(Protocol):
 class ProcessAsrStream:
     """Proxy of one utterance on a worker. Like every AsrStream: one thread at a time."""
 
-    def __init__(self, worker: StreamHost, sid: int, speaker: str | None, cmn: SpeakerCmnCache) -> None:
+    def __init__(
+        self, worker: StreamHost, sid: int, speaker: str | None, cmn: SpeakerCmnCache,
+        slot: Slot | None = None,
+    ) -> None:
         self._worker = worker
         self._cmn = cmn
+        self._slot = slot
+        if slot is not None:
+            slot.held_by(self)
         self.sid = sid
         self.speaker = speaker
         self._error: AsrError | None = None
@@ -46,10 +57,9 @@ class ProcessAsrStream:
         return self._worker
 
     def fail(self, error: AsrError) -> None:
-        """The worker died or reported an error: every later call raises it."""
+        """The worker died or reported an error: every later call raises it (still counted until close())."""
         if self._error is None:
             self._error = error
-        self._worker.streams.discard(self)
 
     def _check(self) -> None:
         if self._closed:
@@ -95,10 +105,13 @@ class ProcessAsrStream:
             return
         self._closed = True
         self._dropped.detach()
+        # Also after a stream error: the worker holds that recogniser until told. Queued before the stream
+        # stops counting, so a stream opened in its place reaches the worker after this Close.
+        with contextlib.suppress(AsrError):
+            self._worker.channel.send(Close(self.sid))
         self._worker.streams.discard(self)
-        if self._error is None:
-            with contextlib.suppress(AsrError):
-                self._worker.channel.send(Close(self.sid))
+        if self._slot is not None:
+            self._slot.release()
 
     def __enter__(self) -> ProcessAsrStream:
         return self
