@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, messages
 from wren.agent.engines.base import empty_prompts
+from wren.agent.http import API_KEY_FILE, load_or_create_api_key
 from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError, package_version
@@ -69,6 +71,9 @@ class WrenServer:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.urls: list[ServerUrls] = []  # console, OTA and WebSocket URL per reachable address, once bound
+        self.api_key_path = Path(config.server.data_dir) / API_KEY_FILE
+        self.api_key = ""  # POST /api/chat's key, read (or made) at start
+        self.api_key_created = False  # made by this start: `wren serve` prints it, once
 
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Load what is missing, bind, and return the port actually bound (port 0 = ephemeral)."""
@@ -94,7 +99,9 @@ class WrenServer:
         timers = getattr(self.agent, "timers", None)
         if timers is not None:
             timers.set_delivery(self.announce)  # timers going off are spoken on the device's live session
-        add_chat_routes(self.app, self.agent)  # POST /api/chat: text turns on the same port
+        # POST /api/chat: text turns on the same port, for holders of the key (made at the first start).
+        self.api_key, self.api_key_created = load_or_create_api_key(self.api_key_path.parent)
+        add_chat_routes(self.app, self.agent, self.api_key, device_sessions=self.config.api.device_sessions)
         self._warm_fixed_phrases(loop)
         # WrenRunner: an AppRunner that also closes sockets sending no request ([limits] handshake_timeout_s).
         self._runner = WrenRunner(self.app, handle_signals=False, shutdown_timeout=5.0)

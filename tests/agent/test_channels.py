@@ -1,4 +1,5 @@
-"""Text channels: `wren chat` and `POST /api/chat` share the core; the key decides the history."""
+"""Text channels: `wren chat` and `POST /api/chat` share the core; the session key decides the history, and
+over HTTP the API key's own sessions (tests/server/test_api_key.py drives the real server)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ from aiohttp import web
 from wren.agent.http import add_routes
 
 REPO = Path(__file__).resolve().parents[2]
+KEY = "test-api-key-0123456789abcdef"
+
+
+@pytest.fixture(params=[False, True], ids=["own-sessions", "device-sessions"])
+def device_sessions(request) -> bool:
+    return request.param
 
 
 @pytest.fixture
-async def chat_url(agent):
+async def chat_url(agent, device_sessions):
     app = web.Application()
-    add_routes(app, agent)
+    add_routes(app, agent, KEY, device_sessions=device_sessions)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -31,24 +38,27 @@ async def chat_url(agent):
 
 
 async def post(url: str, payload: object) -> tuple[int, dict]:
-    async with aiohttp.ClientSession() as http, http.post(url, json=payload) as resp:
+    async with aiohttp.ClientSession() as http, http.post(url, json=payload,
+                                                          headers={"Authorization": f"Bearer {KEY}"}) as resp:
         return resp.status, await resp.json()
 
 
-async def test_http_chat_shares_history_with_the_same_key_only(chat_url, agent):
+async def test_http_chat_shares_history_within_a_session_name_only(chat_url, agent, device_sessions):
     status, body = await post(chat_url, {"session": "xiaozhi:dev-9", "message": "my name is Ada"})
     assert status == 200 and body["reply"] == "Nice to meet you, Ada. I'll remember your name."
     assert (await post(chat_url, {"session": "xiaozhi:dev-9", "message": "what is my name"}))[1]["reply"] == (
         "Your name is Ada."
     )
-    # the same key through another entry point (a device's text turn) sees it too
-    assert (await agent.process_direct("what is my name", session_key="xiaozhi:dev-9")).content == (
-        "Your name is Ada."
-    )
-    other = (await post(chat_url, {"session": "api:someone-else", "message": "what is my name"}))[1]
+    # The device's own session (its voice and text turns) sees it only with [api] device_sessions = true.
+    device = (await agent.process_direct("what is my name", session_key="xiaozhi:dev-9")).content
+    if device_sessions:
+        assert device == "Your name is Ada."
+    else:
+        assert "don't know your name" in device
+    other = (await post(chat_url, {"session": "someone-else", "message": "what is my name"}))[1]
     assert "don't know your name" in other["reply"]
     default = (await post(chat_url, {"message": "what is my name"}))[1]
-    assert default["session"] == "api:default" and "don't know your name" in default["reply"]
+    assert default["session"] == "default" and "don't know your name" in default["reply"]
 
 
 @pytest.mark.parametrize("payload", [
@@ -65,7 +75,8 @@ async def test_http_chat_rejects_bad_input_clearly(chat_url, payload):
 
 
 async def test_http_chat_rejects_a_non_json_body(chat_url):
-    async with aiohttp.ClientSession() as http, http.post(chat_url, data=b"{nope") as resp:
+    async with aiohttp.ClientSession() as http, http.post(chat_url, data=b"{nope",
+                                                          headers={"X-API-Key": KEY}) as resp:
         assert resp.status == 400 and (await resp.json())["error"] == "body must be JSON"
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,6 +99,48 @@ def _screenshot(driver: Any, name: str) -> Path:
 def test_the_console_lists_devices_talks_from_the_browser_and_shows_the_turns(server, browser, question_wav):
     with _idle_device(server) as other_id:
         _drive(browser, server, question_wav[1], other_id)
+
+
+def _ota(server: Any, device_id: str, client_id: str) -> dict:
+    headers = {"Content-Type": "application/json", "Device-Id": device_id, "Client-Id": client_id,
+               "Activation-Version": "1"}
+    request = urllib.request.Request(server.http_url + server.config.server.ota_path, data=b"{}",
+                                     method="POST", headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_a_device_waiting_to_pair_appears_and_the_approve_button_pairs_it(start_server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    paired = start_server(auth={"mode": "pair"})
+    device_id, client_id = "02:00:00:00:0d:01", "browser-test-client"
+
+    def text(css: str) -> str:
+        found = browser.find_elements(By.CSS_SELECTOR, css)
+        return found[0].text if found else ""
+
+    def wait(condition: Any, what: str, timeout: float = 15) -> Any:
+        return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda d: condition(), what)
+
+    try:
+        browser.get(paired.http_url + "/")
+        wait(lambda: browser.find_element(By.ID, "feed-state").get_attribute("data-state") == "live",
+             "the live feed connects")
+        assert "No device is waiting" in text("#no-waiting")
+        code = _ota(paired, device_id, client_id)["activation"]["code"]  # while the page is open
+        row = f'#waiting tr[data-code="{code}"]'
+        wait(lambda: device_id in text(row), "the waiting device appears")
+        assert client_id in text(row) and "127.0.0.1" in text(row)
+        _screenshot(browser, "console-pairing.png")
+        browser.find_element(By.CSS_SELECTOR, row + " button.approve").click()
+        wait(lambda: client_id in text(f'#paired tr[data-device="{device_id}"]'), "listed as paired")
+        assert not browser.find_elements(By.CSS_SELECTOR, row)
+        assert _ota(paired, device_id, client_id)["websocket"]["token"]  # approved: OTA hands out its token
+    except Exception:
+        _screenshot(browser, "failure-pairing.png")
+        raise
 
 
 def _drive(driver: Any, server: Any, seconds: float, other_id: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -107,8 +108,10 @@ async def test_plain_http_get_says_the_server_is_running(server):
 
 
 async def test_text_chat_api_shares_the_port(server):
+    key = (Path(server.config.server.data_dir) / "api_key").read_text().strip()
     async with aiohttp.ClientSession() as http, http.post(
-        server.http_url + "/api/chat", json={"session": "api:test", "message": "thank you"}
+        server.http_url + "/api/chat", json={"session": "test", "message": "thank you"},
+        headers={"Authorization": f"Bearer {key}"},
     ) as resp:
         assert resp.status == 200
         assert "welcome" in (await resp.json())["reply"].lower()

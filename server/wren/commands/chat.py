@@ -2,7 +2,9 @@
 
 Text turns go through the same conversation core as the devices: the same engines, tools, history and
 per-session lock. The session key is `cli:direct` unless -s names another; using a device's key
-(`xiaozhi:<device-id>`) continues that device's conversation.
+(`xiaozhi:<device-id>`) continues that device's conversation. It runs the agent in this process on the
+config's data dir (not over `POST /api/chat`), so it needs no API key: whoever can read the data dir can
+read the conversations anyway.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 from wren.config import ConfigError, load_config, package_version
 from wren.transport.addresses import describe
@@ -26,17 +27,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
 
-def admission_note(mode: str) -> str:
+def admission_note(mode: str, port: int = 8000) -> str:
     """How devices get in, printed at start-up (`make run` shows it)."""
     if mode == "pair":
         return ("Pairing: a new device shows and says a 6-digit code; approve it with\n"
-                "  wren devices approve CODE      (waiting devices: wren devices list)")
+                "  wren devices approve CODE      (waiting devices: wren devices list)\n"
+                f"  or on the console: http://localhost:{port}/ from this machine\n"
+                "  (from other machines once [console] key is set)")
     if mode == "open":
         logging.getLogger("wren.serve").warning(
             "auth mode 'open': any device on the network is admitted as whatever device id it claims "
             "(a lab setting; the default, 'pair', admits only devices you approved)")
         return "Auth mode 'open': every device is admitted (lab only)."
     return "Auth mode 'token': devices need a token from `wren token` (or [auth] allowed_devices)."
+
+
+def api_key_note(path: Path, key: str, created: bool) -> str:
+    """Where `POST /api/chat`'s key is; the key itself only on the start that made it (it is shown once,
+    not on every start, so it does not pile up in logs and terminals)."""
+    if created:
+        return (f"API key for POST /api/chat (made now; shown once, kept in {path}):\n  {key}\n"
+                "  send it as: Authorization: Bearer <key>")
+    return f"POST /api/chat needs the API key kept in {path} (Authorization: Bearer <key>)."
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -51,7 +63,8 @@ async def _serve(args: argparse.Namespace) -> None:
     port = await server.start(args.host, args.port)
     print(f"Wren server {package_version()} listening on port {port}; from this network:", flush=True)
     print("\n".join(describe(server.urls, config.server.public_ws_url)), flush=True)
-    print(admission_note(config.auth.mode), flush=True)
+    print(admission_note(config.auth.mode, port), flush=True)
+    print(api_key_note(server.api_key_path, server.api_key, server.api_key_created), flush=True)
     try:
         await stop.wait()
     finally:

@@ -7,7 +7,9 @@ Routes (all behind `check_access`: the local network only, plus `[console] key` 
 - `GET /api/events`: Server-Sent Events: `status` first, then `devices` (a device connected, disconnected or
   changed state) and `turn` (a finished turn's timing record, with what was heard and said);
 - `GET /api/talk?device-id=browser-…&client-id=…`: what the page needs to talk as a device over the
-  ordinary device WebSocket: its path, and a token in auth mode `token`.
+  ordinary device WebSocket: its path, and a token in auth mode `token`;
+- pairing (`/api/devices`, approve, revoke): wren.transport.console_devices, which adds its field to the
+  status (`extras`) and its `pairing` events to the feed (`pollers`, `broadcast`).
 
 What it reads: the live sessions (the transport's set, read-only) and the timing records the process
 keeps (`wren.pipeline.timing.RECENT_TURNS`), picked up by one poller every 250 ms while the app runs.
@@ -23,6 +25,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +130,8 @@ class Console:
         self._devices: dict[str, dict] = {}  # session id → the description last sent
         self._feeds: set[_Feed] = set()
         self._poller: asyncio.Task[None] | None = None
+        self.extras: dict[str, Callable[[], Any]] = {}  # more status fields, built with each status
+        self.pollers: list[Callable[[], None]] = []  # run with each poll (they broadcast their own events)
 
     # ---- access --------------------------------------------------------------------------------------
 
@@ -184,6 +189,7 @@ class Console:
             "websocket_path": self.config.server.websocket_path,
             "devices": self.devices(),
             "turns": list(self.turns),
+            **{name: build() for name, build in self.extras.items()},
         }
 
     # ---- the poller: new turn records and device changes, to every feed --------------------------------
@@ -231,6 +237,15 @@ class Console:
         changes = self._device_changes()
         if changes is not None:
             self._broadcast(_sse("devices", changes))
+        for poller in self.pollers:
+            poller()
+
+    @property
+    def has_feeds(self) -> bool:
+        return bool(self._feeds)
+
+    def broadcast(self, event: str, data: Any) -> None:
+        self._broadcast(_sse(event, data))
 
     def _broadcast(self, chunk: bytes) -> None:
         for feed in list(self._feeds):

@@ -21,6 +21,7 @@ from wren.transport.connection_limits import (
     keepalive_handler_args,
 )
 from wren.transport.console import add_console_routes
+from wren.transport.console_devices import add_device_routes
 from wren.transport.metrics import ServerMetrics, add_metrics_route
 from wren.transport.ota import make_activate_handler, make_ota_handler, make_ota_info_handler
 from wren.transport.pairing import DeviceRegistry, load_or_create_secret
@@ -61,6 +62,8 @@ def build_web_app(services: SessionServices) -> web.Application:
 
     # The web console (wren.transport.console): a browser asking for `/` gets its page, anyone else this line.
     console = add_console_routes(app, config, sessions, auth) if config.console.enabled else None
+    if console is not None:
+        add_device_routes(app, console)  # pairing on the console (wren.transport.console_devices)
 
     async def status(request: web.Request) -> web.StreamResponse:
         if console is not None and console.wants_page(request):

@@ -1,7 +1,9 @@
 // The Wren web console (docs/server.md "Web console"): plain JS, no build step.
 //
 // - The server's view: GET /api/status, then the live feed GET /api/events (Server-Sent Events:
-//   `status`, `devices`, `turn`).
+//   `status`, `devices`, `turn`, `pairing`).
+// - Pairing (auth mode `pair`): the devices waiting with a code and the paired ones (status `pairing`, then
+//   `pairing` events); Approve and Revoke are JSON POSTs to /api/devices/approve and /api/devices/revoke.
 // - Talking: this page is a device. It speaks the xiaozhi protocol over the ordinary device WebSocket
 //   (`?device-id=browser-…&client-id=…`): hello with PCM 16 kHz / 60 ms, `listen start` (manual) while the
 //   button is held, 16-bit PCM frames of 60 ms resampled from the microphone, `listen stop` on release, and
@@ -85,7 +87,7 @@ const ME = browserIdentity();
 
 // ---- the server's view: status + live feed ---------------------------------------------------------
 
-const view = { status: null, devices: [], turns: [] };
+const view = { status: null, devices: [], turns: [], pairing: null };
 
 function renderServer() {
   const s = view.status;
@@ -174,7 +176,65 @@ function applyStatus(status) {
   view.status = status;
   view.devices = status.devices;
   view.turns = status.turns.slice(-50);
-  renderServer(); renderDevices(); renderTurns();
+  renderServer(); renderDevices(); renderTurns(); applyPairing(status.pairing);
+}
+
+// ---- pairing: approve the codes devices show, revoke paired devices ---------------------------------
+
+function pairingNotice(text) {
+  const n = $("pairing-notice");
+  n.textContent = text || "";
+  n.hidden = !text;
+}
+
+function applyPairing(pairing) {
+  view.pairing = pairing;
+  const off = pairing === null || pairing === undefined;
+  $("pairing-lists").hidden = off;
+  $("pairing-off").hidden = !off;
+  if (off) {
+    const mode = view.status ? view.status.auth_mode : "?";
+    $("pairing-off").textContent = `Pairing is off: auth mode ${mode} (devices are approved by code in mode pair only).`;
+    $("pairing-count").textContent = "";
+    return;
+  }
+  if (pairing.error) pairingNotice(pairing.error);
+  const waiting = pairing.waiting.map((r) => el("tr", { "data-code": r.code, "data-device": r.device_id },
+    el("td", { class: "code" }, r.code),
+    el("td", {}, r.device_id, r.replaces_client_id ? el("span", { class: "badge warn", title: `approving replaces the pairing of client ${r.replaces_client_id}` }, "already paired") : ""),
+    el("td", {}, r.client_id),
+    el("td", {}, r.remote),
+    el("td", { class: "since", "data-since": String(r.requested_at) }, fmtAgo(r.requested_at)),
+    el("td", {}, el("button", { type: "button", class: "approve", onclick: (e) => changePairing("/api/devices/approve", { code: r.code }, e.target) }, "Approve"))));
+  $("waiting").tBodies[0].replaceChildren(...waiting);
+  $("no-waiting").hidden = waiting.length > 0;
+  const paired = pairing.paired.map((d) => el("tr", { "data-device": d.device_id },
+    el("td", {}, d.device_id),
+    el("td", {}, d.client_id),
+    el("td", { class: "since", "data-since": String(d.approved_at) }, fmtAgo(d.approved_at)),
+    el("td", { class: "connected" }, d.connected ? "yes" : "no"),
+    el("td", {}, el("button", { type: "button", class: "revoke", onclick: (e) => {
+      if (confirm(`Revoke ${d.device_id}? Its connection closes and it must pair again.`)) changePairing("/api/devices/revoke", { device_id: d.device_id }, e.target);
+    } }, "Revoke"))));
+  $("paired").tBodies[0].replaceChildren(...paired);
+  $("no-paired").hidden = paired.length > 0;
+  $("pairing-count").textContent = waiting.length ? `(${waiting.length} waiting)` : "";
+}
+
+async function changePairing(path, body, button) {
+  button.disabled = true;
+  try {
+    const resp = await fetch(api(path), {
+      method: "POST", cache: "no-store", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    });
+    const answer = await resp.json().catch(() => ({}));
+    if (!resp.ok) throw new Error(answer.error || `${resp.status}`);
+    pairingNotice("");
+    applyPairing(answer.pairing);
+  } catch (err) {
+    button.disabled = false;
+    pairingNotice(`Not done: ${err.message || err}`);
+  }
 }
 
 async function loadStatus() {
@@ -194,9 +254,10 @@ function openFeed() {
   feed.addEventListener("status", (e) => applyStatus(JSON.parse(e.data)));
   feed.addEventListener("devices", (e) => { view.devices = JSON.parse(e.data).devices; renderDevices(); });
   feed.addEventListener("turn", (e) => addTurn(JSON.parse(e.data)));
+  feed.addEventListener("pairing", (e) => applyPairing(JSON.parse(e.data)));
   setInterval(() => {
     renderServer();
-    document.querySelectorAll("#devices td.since").forEach((td) => { td.textContent = fmtAgo(Number(td.dataset.since)); });
+    document.querySelectorAll("td.since").forEach((td) => { td.textContent = fmtAgo(Number(td.dataset.since)); });
   }, 1000);
 }
 
