@@ -1,4 +1,5 @@
-"""Engines behind one interface (`Engine`), chosen by `[agent] engine`: builtin, openai or ovos."""
+"""Engines behind one interface (`Engine`), chosen by `[agent] engine`: builtin, openai, ovos or
+homeassistant."""
 
 from __future__ import annotations
 
@@ -23,4 +24,8 @@ def make_engine(config: Config) -> Engine:
         from wren.agent.engines.ovos import OvosEngine
 
         return OvosEngine.from_config(config.agent)
-    raise ValueError(f"unknown agent engine {config.agent.engine!r} (builtin, openai or ovos)")
+    if name == "homeassistant":
+        from wren.agent.engines.homeassistant import HomeAssistantEngine
+
+        return HomeAssistantEngine.from_config(config.agent)
+    raise ValueError(f"unknown agent engine {config.agent.engine!r} (builtin, openai, ovos or homeassistant)")
