@@ -15,6 +15,7 @@ COMMANDS = {
     "token": "wren.commands.token",
     "config": "wren.commands.config",
     "devices": "wren.commands.devices",
+    "wyoming": "wren.commands.wyoming",
 }
 
 

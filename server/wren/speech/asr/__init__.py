@@ -37,7 +37,11 @@ def load_asr(config: AsrConfig, max_streams: int = 0) -> AsrEngine:
     pocketsphinx/vosk: with `config.workers > 0` in that many worker processes
     (`wren.speech.asr.workers`), with 0 in this process (`wren.speech.asr.local`). At most `max_streams`
     streams are open at once (`[limits] asr_streams`, `wren.speech.asr.cap`; 0 = no limit): past it
-    `open_stream` raises `AsrUnavailable`."""
+    `open_stream` raises `AsrUnavailable`. wyoming: a remote server (`wren.speech.asr.wyoming`)."""
+    if config.engine.strip().lower() == "wyoming":  # nothing to load here, so never in worker processes
+        from wren.speech.asr.wyoming import load_wyoming_asr
+
+        return load_wyoming_asr(config, max_streams)
     if engine_name(config) == "moonshine":
         loaded = try_moonshine(config, max_streams)
         if loaded is not None:

@@ -10,20 +10,26 @@ from wren.speech.tts.base import TtsEngine, TtsError
 
 def load_tts(config: TtsConfig) -> TtsEngine:
     engine = config.engine.lower()
+    voice: TtsEngine
     if engine == "piper":
         from wren.speech.tts.piper_engine import PiperEngine
 
-        piper = PiperEngine(
+        voice = PiperEngine(
             voice_path=config.voice_path,
             length_scale=config.length_scale,
             deterministic=not config.natural_variation,
         )
-        if config.phrase_cache_kb <= 0:
-            return piper
-        from wren.speech.tts.phrase_cache import PhraseCache
+    elif engine == "wyoming":  # a remote server: its phrases are cached too (no round trip, no remote CPU)
+        from wren.speech.tts.wyoming import load_wyoming_tts
 
-        return PhraseCache(piper, max_bytes=config.phrase_cache_kb * 1024)
-    raise TtsError(f"unknown TTS engine {config.engine!r} (piper)")
+        voice = load_wyoming_tts(config)
+    else:
+        raise TtsError(f"unknown TTS engine {config.engine!r} (piper, wyoming)")
+    if config.phrase_cache_kb <= 0:
+        return voice
+    from wren.speech.tts.phrase_cache import PhraseCache
+
+    return PhraseCache(voice, max_bytes=config.phrase_cache_kb * 1024)
 
 
 __all__ = ["TtsEngine", "TtsError", "load_tts"]
