@@ -33,8 +33,8 @@ def is_secret(option: str) -> bool:
 
 
 def option_comments() -> dict[str, dict[str, list[str]]]:
-    """Each section class's field comments in config/sections.py: the comment block right above the field and the
-    comments on its own lines, by class name and field name."""
+    """Each section class's field comments in config/sections.py: the comment block right above the field
+    and the comments on its own lines, by class name and field name."""
     source = Path(config_module.__file__).read_text()
     lines = source.splitlines()
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
