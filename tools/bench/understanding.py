@@ -22,6 +22,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -228,7 +229,7 @@ def run_engine(name: str, quick: bool, voices: list[str]) -> dict:
         return {"status": "unavailable", "reason": f"{type(exc).__name__}: {exc}"}
     load_s = time.perf_counter() - started
     rss_mb = process.memory_info().rss / 2**20
-    requests = load_requests(quick)
+    requests = chosen_requests(quick)
     decode(engine, condition_pcm("piper", "clean", requests[0].text), None)  # a server's pool is warm too
     # Each voice × condition is one device (`speaker`, as the server passes the device id): pocketsphinx
     # starts each utterance from the channel adaptation that device's previous one ended with.
@@ -293,10 +294,16 @@ def reference(requests: list[Request]) -> dict:
             "misses": misses}
 
 
+def chosen_requests(quick: bool) -> list[Request]:
+    """requests.toml, or the `--requests` set (in WREN_BENCH_REQUESTS, for the engine workers too)."""
+    path = os.environ.get("WREN_BENCH_REQUESTS")
+    return load_requests(quick, Path(path)) if path else load_requests(quick)
+
+
 def run(quick: bool, engines: tuple[str, ...] | list[str] = DEFAULT_ENGINES) -> dict:
     from wren.config import AsrConfig
 
-    requests = load_requests(quick)
+    requests = chosen_requests(quick)
     voices = {v: voice_status(v) for v in VOICES}
     available = [v for v, status in voices.items() if status == "available"]
     for voice in available:  # synthesise (or find cached) every utterance once, before any engine runs
@@ -418,9 +425,12 @@ def main() -> int:
     parser.add_argument("--engines", nargs="+", default=list(DEFAULT_ENGINES), help="ASR engines to measure")
     parser.add_argument("--json", help="write every number (and every heard text) here")
     parser.add_argument("--markdown", help="also write the table as Markdown here")
+    parser.add_argument("--requests", help="another set, e.g. tools/bench/data/requests_heldout.toml")
     parser.add_argument("--engine-worker", help=argparse.SUPPRESS)  # internal: one engine, in this process
     parser.add_argument("--voices", nargs="+", default=list(VOICES), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.requests:
+        os.environ["WREN_BENCH_REQUESTS"] = str(Path(args.requests).resolve())
     if args.engine_worker:
         try:
             write_json(args.json, run_engine(args.engine_worker, args.quick, args.voices))
