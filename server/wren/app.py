@@ -19,6 +19,7 @@ from wren.agent.http import API_KEY_FILE, load_or_create_api_key
 from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError, package_version
+from wren.pipeline.tts_scheduler import TtsScheduler
 from wren.privacy import log_transcripts
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
@@ -67,6 +68,9 @@ class WrenServer:
         self._own_agent = agent is None
         self.listen_executor = ThreadPoolExecutor(max(1, config.server.listen_workers), "wren-listen")
         self.speak_executor = ThreadPoolExecutor(max(1, config.server.speak_workers), "wren-speak")
+        # Every session's synthesis goes through this one scheduler: earliest deadline first on the speak
+        # workers, so one device's long reply never queues ahead of another's first words.
+        self.tts_scheduler = TtsScheduler(self.speak_executor, config.server.speak_workers)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -93,6 +97,7 @@ class WrenServer:
             agent=self.agent,
             listen_executor=self.listen_executor,
             speak_executor=self.speak_executor,
+            tts_scheduler=self.tts_scheduler,
             wake_words=frozenset(normalise_phrase(w) for w in self.config.server.wake_words),
         )
         self.app = build_web_app(services)

@@ -40,13 +40,15 @@ def test_a_too_short_first_clause_waits_for_more():
 @pytest.mark.parametrize("step", [None, 1, 2])
 def test_decimals_times_and_thousands_are_never_split(step):
     text = "It costs 3.5 dollars at 10:30 for 1,000 people. That is all."
-    assert split(text, step) == ["It costs 3.5 dollars at 10:30 for 1,000 people.", "That is all."]
+    # first_max_words=0: only the punctuation rules here (a long streamed first sentence is cut by words)
+    assert split(text, step, first_max_words=0) == [
+        "It costs 3.5 dollars at 10:30 for 1,000 people.", "That is all."]
 
 
 @pytest.mark.parametrize("step", [None, 1])
 def test_abbreviations_and_initials_do_not_end_sentences(step):
     text = "I met Mr. Smith and Dr. Jones, e.g. at the U.S. office. J. R. R. Tolkien wrote it. Next one."
-    assert split(text, step, first_min_chars=100) == [
+    assert split(text, step, first_min_chars=100, first_max_words=0) == [
         "I met Mr. Smith and Dr. Jones, e.g. at the U.S. office.",
         "J. R. R. Tolkien wrote it.",
         "Next one.",
@@ -143,3 +145,40 @@ def test_clean_for_speech_keeps_words_numbers_and_cjk():
     assert clean_for_speech("It is 21.5°C, 50% humidity; 你好！") == "It is 21.5°C, 50% humidity; 你好！"
     assert clean_for_speech("| a | b |\n|---|---|\n| 1 | 2 |") == "a, b. 1, 2"
     assert clean_for_speech("🎉🎉") == ""
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_a_long_streamed_first_sentence_without_a_comma_is_released_after_eight_words(step):
+    text = "The quick brown fox jumps over the lazy dog every single morning. It is fast."
+    assert split(text, step) == [
+        "The quick brown fox jumps over the lazy",
+        "dog every single morning.",
+        "It is fast.",
+    ]
+
+
+def test_the_early_cut_prefers_the_start_of_a_phrase():
+    splitter = SentenceSplitter()
+    assert splitter.feed("It costs 3.5 dollars at 10:30 for 1,000 ") == ["It costs 3.5 dollars at 10:30"]
+    assert splitter.feed("people. Then") == ["for 1,000 people."]
+
+
+def test_the_early_cut_waits_for_the_eighth_word_to_be_complete():
+    splitter = SentenceSplitter()
+    assert splitter.feed("one two three four five six seven eigh") == []
+    assert splitter.feed("t ") == ["one two three four five six seven eight"]
+
+
+@pytest.mark.parametrize("text", [
+    "The quick brown fox jumps over the lazy dog every single morning. It is fast.",  # whole: not cut
+    "Sure thing, the quick brown fox jumps over the lazy dog every morning.",  # a clause came first
+])
+def test_a_first_sentence_that_is_already_whole_or_has_a_clause_keeps_its_prosody(text):
+    first = split(text)[0]
+    assert first.endswith((".", ","))
+
+
+def test_only_the_first_chunk_is_cut_by_words():
+    splitter = SentenceSplitter()
+    assert splitter.feed("Yes. ") == ["Yes."]
+    assert splitter.feed("the quick brown fox jumps over the lazy dog every single ") == []

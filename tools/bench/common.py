@@ -209,7 +209,9 @@ class ServerProcess:
         tmp = Path(self._tmp.name)
         self.log_path = tmp / "server.log"
         # Simulated devices on a lab box: open mode (pairing is tested in tests/server/test_pairing.py).
+        # Hundreds of simulated devices from 127.0.0.1: no per-address or global connection cap either.
         env = {**os.environ, "WREN_SERVER_DATA_DIR": str(tmp / "data"), "WREN_AUTH_MODE": "open",
+               "WREN_LIMITS_CONNECTIONS_PER_IP": "0", "WREN_LIMITS_CONNECTIONS": "0",
                **self.env_overrides}
         env.pop("WREN_CONFIG", None)
         # WREN_BENCH_SERVER_TREE: serve from another checkout (e.g. `git archive <commit>` unpacked), so a

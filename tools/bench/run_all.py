@@ -8,6 +8,8 @@ Phases (each documented in its own script):
 1. turn_latency.py   one device, manual and auto mode, embedded defaults; K simultaneous turns
 2. memory.py         server RSS with 0 / 100 / 200 idle connected devices
 3. concurrency.py    N = 10, 50, 100, 200 devices streaming in a 30 s duty cycle (separate server)
+   overlap.py        10 devices × 3 spoken requests at random overlapping moments + 100 idle devices,
+                     push-to-talk (separate server): first audio p50 / p95, turns answered (issue 11)
 4. speech_components.py (speech helper's script) ASR/TTS real-time factors, VAD and codec cost per frame
 5. firmware_footprint.py  smallest MicroPython heap for a full simulated turn, heap high-water mark
 6. understanding.py  spoken requests (piper and espeak-ng, clean and 20 dB SNR) through each ASR engine and
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import contextlib
 
-from tools.bench import concurrency, firmware_footprint, memory, turn_latency, understanding
+from tools.bench import concurrency, firmware_footprint, memory, overlap, turn_latency, understanding
 from tools.bench.common import PYTHON, REPO, ServerProcess, fmt, machine, write_json
 
 TARGETS = {
@@ -42,6 +44,7 @@ TARGETS = {
     "manual_p95": 400.0,
     "uplink_lag_p99_at_100": 100.0,
     "k10_first_audio_p95": 1500.0,
+    "overlap_first_audio_p95": overlap.TARGET_P95_MS,
     "rss_per_idle_device_kb": 1024.0,
     "firmware_heap_kb": 64.0,
 }
@@ -96,6 +99,8 @@ def run(quick: bool) -> dict:
         results["meta"]["server_errors_default_server"] = server.errors()[:10]
     with ServerProcess(env_overrides=dict(concurrency.SERVER_ENV)) as server:
         _phase("concurrency", lambda: concurrency.run(server, quick), results, timings)
+    with ServerProcess(env_overrides=dict(overlap.SERVER_ENV)) as server:
+        _phase("overlap", lambda: overlap.run(server, quick), results, timings)
     _phase("speech_components", lambda: speech_components(quick), results, timings)
     _phase("understanding", lambda: understanding.run(quick), results, timings)
     results["meta"]["phase_seconds"] = timings
@@ -183,6 +188,15 @@ def table_rows(res: dict) -> list[dict]:
         add(
             f"K={k} simultaneous turns: first audio p95", _get(sim, "to_first_audio_ms", "p95"), " ms", target
         )
+    ov = res.get("overlap") or {}
+    if "first_audio_ms" in ov:
+        per = ov["turns"] // max(1, ov["active_devices"])
+        who = f"{ov['active_devices']} devices × {per} + {ov['idle_devices']} idle"
+        add(f"overlapping turns ({who}): first audio p50", _get(ov, "first_audio_ms", "p50"), " ms")
+        add(f"overlapping turns ({who}): first audio p95", _get(ov, "first_audio_ms", "p95"), " ms",
+            TARGETS["overlap_first_audio_p95"])
+        add(f"overlapping turns ({who}): turns answered", f"{ov['answered']}/{ov['turns']}", "", None, "all")
+        rows[-1]["status"] = "met" if ov["answered"] == ov["turns"] > 0 else "MISSED"
     for row in _get(res, "concurrency", "rows") or []:
         n = row["n"]
         target = TARGETS["uplink_lag_p99_at_100"] if n == 100 else None

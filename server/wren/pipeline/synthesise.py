@@ -1,24 +1,30 @@
 """The synthesise stage: sentences → TTS → the device's rate → exact frames → encoded packets.
 
-Synthesis, resampling and encoding are blocking and run in the speak executor, one TTS chunk per job, so a
-long sentence's first packets leave while the rest is still being synthesised. A `Sentence` is passed on
-right before the packet holding its first audio (the pacer sends `sentence_start` with it); a sentence the
-TTS fails on becomes a `StageError` and the reply goes on with the next one. One renderer per turn: every
-reply starts with a fresh Opus encoder (reference §9.3, xinnan #863) and the padded last frame comes last.
+Synthesis, resampling and encoding are blocking and run on the speak workers, one TTS chunk per job, so a
+long sentence's first packets leave while the rest is still being synthesised. The jobs of all sessions go
+through one `TtsScheduler` (wren.pipeline.tts_scheduler), each with a deadline: the reply's first chunk is
+due now; every later one when the device's playback reaches it, which this stage knows from the turn's
+pacer (audio already sent and still to play) and the packets it made that the pacer has not sent yet.
+
+A `Sentence` is passed on right before the packet holding its first audio (the pacer sends `sentence_start`
+with it); a sentence the TTS fails on becomes a `StageError` and the reply goes on with the next one. One
+renderer per turn: every reply starts with a fresh Opus encoder (reference §9.3, xinnan #863) and the padded
+last frame comes last.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
 from wren.pipeline.downlink import DownlinkFormat, DownlinkRenderer
 from wren.pipeline.frames import Frame, Packet, Sentence, StageError
+from wren.pipeline.pacer import PlaybackPacer
 from wren.pipeline.stage import Push, Stage
 from wren.pipeline.timing import TurnTiming
+from wren.pipeline.tts_scheduler import PLAYBACK_LEAD_S, RELEASE_AHEAD_S, TtsScheduler
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +32,8 @@ log = logging.getLogger(__name__)
 def _next_packets(chunks: Iterator[bytes], renderer: DownlinkRenderer, timing: TurnTiming | None
                   ) -> tuple[list[bytes], bool]:
     """Executor job: synthesise the next TTS chunk and encode it (packets, finished?)."""
+    if timing is not None:
+        timing.mark("tts_started")
     pcm = next(chunks, None)
     if pcm is None:
         return [], True
@@ -40,12 +48,21 @@ def _next_packets(chunks: Iterator[bytes], renderer: DownlinkRenderer, timing: T
 class SynthesiseStage(Stage):
     name = "synthesise"
 
-    def __init__(self, tts: Any, fmt: DownlinkFormat, executor: Executor, timing: TurnTiming | None = None
+    def __init__(self, tts: Any, fmt: DownlinkFormat, scheduler: TtsScheduler | Executor,
+                 timing: TurnTiming | None = None, *, pacer: PlaybackPacer | None = None, name: str = ""
                  ) -> None:
+        """`scheduler`: the process's TtsScheduler (a bare executor gets a private one: tests, tools).
+        `pacer`: the turn's playback clock, for the deadlines of later chunks; without one every chunk
+        is due now (first come, first served, as a plain executor would run them)."""
         self._tts = tts  # a TtsEngine: sample_rate, synthesize(text) → iterator of PCM chunks
         self._renderer = DownlinkRenderer(tts.sample_rate, fmt)
-        self._executor = executor
+        self._scheduler = scheduler if isinstance(scheduler, TtsScheduler) else TtsScheduler(scheduler, 1)
         self._timing = timing
+        self._pacer = pacer
+        self._frame_s = fmt.frame_ms / 1000
+        self._name = name
+        self._packets_made = 0
+        self._jobs = 0
         # Sentences whose audio has not yet filled a frame: announced right before the packet that holds
         # their first audio (which may be the next sentence's, or the padded last frame at the end).
         self._unannounced: list[Sentence] = []
@@ -57,19 +74,17 @@ class SynthesiseStage(Stage):
             self._unannounced.clear()
         for packet in packets:
             await push(Packet(packet))
+        self._packets_made += len(packets)
 
     async def process(self, frame: Frame, push: Push) -> None:
         if not isinstance(frame, Sentence):
             await push(frame)
             return
-        loop = asyncio.get_running_loop()
         self._unannounced.append(frame)
         try:
             chunks = iter(self._tts.synthesize(frame.text))
             while True:
-                packets, done = await loop.run_in_executor(
-                    self._executor, _next_packets, chunks, self._renderer, self._timing
-                )
+                packets, done = await self._run(_next_packets, chunks, self._renderer, self._timing)
                 await self._push_packets(packets, push)
                 if done:
                     return
@@ -80,5 +95,24 @@ class SynthesiseStage(Stage):
             await push(StageError(self.name, exc))
 
     async def flush(self, push: Push) -> None:
-        loop = asyncio.get_running_loop()
-        await self._push_packets(await loop.run_in_executor(self._executor, self._renderer.flush), push)
+        await self._push_packets(await self._run(self._renderer.flush), push)
+
+    def cancel(self) -> None:
+        """The turn is over: none of its jobs may still wait for a worker."""
+        self._scheduler.cancel_turn(self)
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        deadline, release = self._due()
+        chunk, self._jobs = self._jobs, self._jobs + 1
+        return await self._scheduler.run(fn, *args, deadline=deadline, release=release, turn=self,
+                                         name=self._name, chunk=chunk)
+
+    def _due(self) -> tuple[float, float]:
+        """(deadline, release) of the next job: when playback would reach the audio it makes."""
+        now = self._scheduler.clock()
+        if self._pacer is None or self._packets_made == 0:
+            return now, now  # the first words of a reply: someone is waiting for them now
+        unsent = self._packets_made - self._pacer.frames_sent  # made, still waiting for the pacer
+        plays_at = max(now, self._pacer.playback_end()) + max(0, unsent) * self._frame_s
+        deadline = plays_at - PLAYBACK_LEAD_S
+        return deadline, deadline - RELEASE_AHEAD_S

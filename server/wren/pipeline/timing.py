@@ -37,6 +37,7 @@ TURN_STAGES = (
     "started",  # the reply worker began the turn
     "stt_sent",
     "first_sentence",  # the engine's first clause came out of the sentence splitter
+    "tts_started",  # a speak worker began its first synthesis job (after the TTS scheduler's queue)
     "tts_first_pcm",  # TTS produced the first PCM chunk of the reply
     "first_packet",  # ... and it was resampled and encoded into the first packets
     "first_audio_sent",  # the first audio frame was written to the socket
@@ -78,6 +79,7 @@ class TurnTiming:
             "queue_to_start": span("asr_done", "started"),
             "engine_first_sentence": span(engine_from, "first_sentence"),
             "tts_first_audio": span("first_sentence", "tts_first_pcm"),
+            "tts_wait": span("first_sentence", "tts_started"),  # part of tts_first_audio: for a worker
             "encode": span("tts_first_pcm", "first_packet"),
             "send": span("first_packet", "first_audio_sent"),
             "input_end_to_first_audio": span("input_end", "first_audio_sent"),

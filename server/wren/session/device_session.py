@@ -85,6 +85,7 @@ class DeviceSession:
             speak_executor=services.speak_executor, downlink=self._configured_downlink,
             prebuffer_frames=a.prebuffer_frames, drain_margin_ms=a.drain_margin_ms,
             on_state=self._on_turn_state, on_audio=self.touch, timing_sink=services.timing,
+            tts_scheduler=services.tts_scheduler,
         )
         self.replies = ReplyQueue(self.reply_context, self.name, self._after_turn, limits.queued_replies)
         self.turns = TurnTaking(

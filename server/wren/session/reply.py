@@ -29,6 +29,7 @@ from wren.pipeline.respond import RespondStage
 from wren.pipeline.stage import Pipeline
 from wren.pipeline.synthesise import SynthesiseStage
 from wren.pipeline.timing import TimingSink, TurnTiming
+from wren.pipeline.tts_scheduler import TtsScheduler
 from wren.session.outbox import CURRENT_TURN, Outbox
 from wren.session.services import ConnectionClosed
 
@@ -67,6 +68,7 @@ class ReplyContext:
     on_state: Callable[[ReplyTurn], None]  # speaking started or ended
     on_audio: Callable[[], None]  # outgoing speech is activity (reference §10 row 12)
     timing_sink: TimingSink | None = None  # gets each turn's timing record when the turn ends
+    tts_scheduler: TtsScheduler | None = None  # shared by all sessions; None: a private one per turn
 
 
 class _TurnSink:
@@ -140,11 +142,14 @@ class ReplyTurn:
     async def _speak(self) -> None:
         ctx = self.ctx
         fmt = ctx.downlink
-        pace = PaceStage(_TurnSink(self), PlaybackPacer(fmt.frame_ms, ctx.prebuffer_frames), fmt.frame_ms,
-                         ctx.drain_margin_ms, self.timing)
+        pacer = PlaybackPacer(fmt.frame_ms, ctx.prebuffer_frames)
+        pace = PaceStage(_TurnSink(self), pacer, fmt.frame_ms, ctx.drain_margin_ms, self.timing)
         self.spoken = pace.spoken
+        # The synthesise stage reads the pacer for its jobs' deadlines (how much audio is queued ahead).
+        synthesise = SynthesiseStage(ctx.tts, fmt, ctx.tts_scheduler or ctx.speak_executor, self.timing,
+                                     pacer=pacer, name=f"{ctx.device_id}:{self.turn_id}")
         pipeline = Pipeline(
-            [RespondStage(self.timing), SynthesiseStage(ctx.tts, fmt, ctx.speak_executor, self.timing), pace],
+            [RespondStage(self.timing), synthesise, pace],
             [AGENT_FRAMES, SENTENCES, max(16, PACKET_AHEAD_MS // fmt.frame_ms)],
             name=f"{ctx.outbox.name}:{self}",
         )
@@ -152,6 +157,7 @@ class ReplyTurn:
         try:
             await pipeline.run(source)
         finally:
+            synthesise.cancel()  # nothing of this turn may keep waiting for a speak worker
             await source.aclose()  # a source cut off at a `yield` is finalised now, not by the GC later
 
     async def _source(self) -> AsyncIterator[Frame]:

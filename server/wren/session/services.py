@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from wren.config import Config
 from wren.pipeline.timing import TimingSink
+from wren.pipeline.tts_scheduler import TtsScheduler
 
 
 class ConnectionClosed(Exception):
@@ -48,6 +49,13 @@ class SessionServices:
     speak_executor: Executor  # TTS synthesis, resampling, encoding
     wake_words: frozenset[str] = field(default_factory=frozenset)
     timing: TimingSink | None = None  # gets every turn record and uplink lag (the server's /metrics)
+    # Orders the synthesis jobs of all sessions on the speak workers by deadline
+    # (wren.pipeline.tts_scheduler); one per process. Made here from `speak_executor` if none is given.
+    tts_scheduler: TtsScheduler | None = None
+
+    def __post_init__(self) -> None:
+        if self.tts_scheduler is None:
+            self.tts_scheduler = TtsScheduler(self.speak_executor, self.config.server.speak_workers)
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words

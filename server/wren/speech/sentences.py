@@ -2,7 +2,10 @@
 
 `SentenceSplitter.feed(delta)` returns the chunks that are complete so far. The first chunk is released at
 the first clause boundary (a comma is enough) once it is at least `first_min_chars` long, because time to
-first audio is proportional to the length of the first chunk piper synthesises. Later chunks end at sentence
+first audio is proportional to the length of the first chunk piper synthesises. If the first `first_max_words`
+words (8) have arrived with no boundary among them and no sentence end after them yet (an LLM still writing
+a long first sentence), they are released at that word boundary, so synthesis can start; a sentence that is
+already whole in the buffer is never cut, so it keeps its sentence-final prosody. Later chunks end at sentence
 ends (. ! ? ; : and CJK 。！？；：, or a line break). A boundary is only trusted once the character after it
 has arrived (so "3." + "5" is never split, nor "Mr." + " Smith"); `flush()` releases whatever is left.
 """
@@ -23,6 +26,13 @@ _ABBREVIATION_WORDS = (
     "jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k"
 )
 ABBREVIATIONS = frozenset(_ABBREVIATION_WORDS.split())
+# Words that begin a phrase: a long first sentence with no comma is cut before one of them (first_max_words).
+_JOINING = (
+    "and or but so because for with without to at in on of from by about that which who when where while "
+    "if than then until after before since as into"
+)
+JOINING_WORDS = frozenset(_JOINING.split())
+_WORD = re.compile(r"\S+")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -32,8 +42,10 @@ def _is_cjk(ch: str) -> bool:
 
 
 class SentenceSplitter:
-    def __init__(self, first_min_chars: int = 10, min_chars: int = 2, max_chars: int = 220) -> None:
+    def __init__(self, first_min_chars: int = 10, min_chars: int = 2, max_chars: int = 220,
+                 first_max_words: int = 8) -> None:
         self.first_min_chars = first_min_chars
+        self.first_max_words = first_max_words  # 0: the first chunk waits for a boundary like the others
         self.min_chars = min_chars
         self.max_chars = max_chars  # no boundary for this long: cut at the last space rather than wait
         self._buffer = ""
@@ -87,7 +99,25 @@ class SentenceSplitter:
         if len(text) > self.max_chars:
             space = text.rfind(" ", 0, self.max_chars)
             return space + 1 if space > 0 else None
+        if first and self.first_max_words > 0:
+            return self._after_words(text, self.first_max_words)
         return None
+
+    @staticmethod
+    def _after_words(text: str, count: int) -> int | None:
+        """Where to cut a first chunk of `count` words that has no boundary, once the `count`-th word is
+        complete (its following whitespace arrived): before the last joining word among words 5..count, so
+        at least 4 words go first ("... at 10:30 | for 1,000 people"), where a speaker would pause anyway;
+        else after word `count`."""
+        starts = [m.start() for m in _WORD.finditer(text)]
+        ends = [m.end() for m in _WORD.finditer(text)]
+        if len(starts) < count or ends[count - 1] >= len(text):
+            return None
+        for n in range(count - 1, 3, -1):  # word index n (0-based) begins a phrase: cut before it
+            word = text[starts[n]:ends[n]].lower().strip("\"'([{")
+            if word in JOINING_WORDS:
+                return starts[n]
+        return ends[count - 1] + 1
 
     def _needs_more(self, text: str, i: int) -> bool:
         j = i + 1

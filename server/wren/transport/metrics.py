@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor
 from typing import Any
 
 from aiohttp import web
@@ -52,7 +51,7 @@ DEVICE_STATES = ("idle", "listening", "speaking")
 class ServerMetrics:
     """The metrics of one server app; also the `TimingSink` of its sessions."""
 
-    def __init__(self, speech: Any = None, executors: dict[str, Executor] | None = None) -> None:
+    def __init__(self, speech: Any = None, executors: dict[str, Any] | None = None) -> None:
         self.registry = CollectorRegistry()
         self.speech = speech
         self.executors = dict(executors or {})
@@ -131,7 +130,10 @@ def _dropped(session: Any) -> dict[str, int]:
     return counts() if callable(counts) else {}
 
 
-def _queue_size(executor: Executor) -> int | None:
+def _queue_size(executor: Any) -> int | None:
+    waiting = getattr(executor, "waiting", None)  # wren.pipeline.tts_scheduler.TtsScheduler: jobs waiting
+    if isinstance(waiting, int):
+        return waiting
     queue = getattr(executor, "_work_queue", None)  # ThreadPoolExecutor: work not yet taken by a thread
     try:
         return int(queue.qsize()) if queue is not None else None

@@ -71,8 +71,9 @@ def build_web_app(services: SessionServices) -> web.Application:
         return web.Response(text=STATUS_TEXT)
 
     # /metrics (wren.transport.metrics): one registry per app; it is the sessions' timing sink.
+    # The speak pool's waiting work is in the TTS scheduler: it hands the executor one job per thread.
     metrics = ServerMetrics(services.speech, {"listen": services.listen_executor,
-                                              "speak": services.speak_executor})
+                                              "speak": services.tts_scheduler or services.speak_executor})
     if services.timing is None:
         services.timing = metrics
     app[METRICS_KEY] = metrics
