@@ -27,8 +27,9 @@ help:
 	@echo "make sim    MIC=question.wav: the real firmware under MicroPython against a server (docs/firmware.md)"
 	@echo "            CODEC=opus: on the Wren build (make firmware-host) instead of the stock unix port"
 	@echo "make firmware-host  the Wren build of the unix port: opus C module + frozen app (cached; VENDOR=dir)"
-	@echo "make flash  PORT=... BOARD=esp32s3|esp32 FIRMWARE=...: write MicroPython to a board"
-	@echo "make deploy PORT=...: compile and copy the Wren firmware and its config to a board"
+	@echo "make flash  [PORT=...] BOARD=esp32s3|esp32 FIRMWARE=...: write MicroPython to a board"
+	@echo "make deploy [PORT=...]: compile and copy the Wren firmware and its config to a board"
+	@echo "make firmware BOARD=esp32s3|esp32: the Wren build for a board (needs ESP-IDF or docker/podman)"
 	@echo "make bench  the benchmarks (a few minutes); make bench-quick for a smoke run"
 
 venv: $(DEV_STAMP)
@@ -64,12 +65,13 @@ clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache build
 
 # ---- firmware (MicroPython device app) --------------------------------------------------------------
-# make flash  PORT=/dev/ttyACM0 BOARD=esp32s3|esp32 FIRMWARE=ESP32_GENERIC_S3-SPIRAM_OCT-….bin
-# make deploy PORT=/dev/ttyACM0 [CONFIG=firmware/config.json]
+# make flash  [PORT=/dev/ttyACM0] BOARD=esp32s3|esp32 FIRMWARE=ESP32_GENERIC_S3-SPIRAM_OCT-….bin
+# make deploy [PORT=/dev/ttyACM0] [CONFIG=firmware/config.json]
 # make sim    MIC=question.wav [SERVER=ws://127.0.0.1:8000/xiaozhi/v1/] [OUT=reply.wav] [MODE=auto|manual]
 #             [HEAP=160wk] [CODEC=pcm|opus]
 # make firmware-host [VENDOR=../shared/vendor]
-.PHONY: flash deploy sim firmware-host
+# make firmware BOARD=esp32s3|esp32 [IDF_IMAGE=espressif/idf:v5.5.1]
+.PHONY: flash deploy sim firmware-host firmware
 
 BOARD  ?= esp32s3
 CONFIG ?= firmware/config.json
@@ -88,14 +90,13 @@ CODEC  ?= pcm
 # same pinned versions (docs/firmware.md, "Two builds").
 VENDOR ?= ../shared/vendor
 
+# PORT is optional for both: without it esptool / mpremote look for the board themselves.
 flash: $(FIRMWARE_STAMP)
-	@test -n "$(PORT)" || { echo "make flash: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
 	@test -n "$(FIRMWARE)" || { echo "make flash: set FIRMWARE=path/to/micropython.bin"; exit 2; }
-	$(BIN)/python tools/flash/flash.py --port "$(PORT)" --board "$(BOARD)" --firmware "$(FIRMWARE)"
+	$(BIN)/python tools/flash/flash.py $(if $(PORT),--port "$(PORT)") --board "$(BOARD)" --firmware "$(FIRMWARE)"
 
 deploy: $(FIRMWARE_STAMP)
-	@test -n "$(PORT)" || { echo "make deploy: set PORT=/dev/ttyACM0 (or ttyUSB0)"; exit 2; }
-	$(BIN)/python tools/flash/deploy.py --port "$(PORT)" --config "$(CONFIG)"
+	$(BIN)/python tools/flash/deploy.py $(if $(PORT),--port "$(PORT)") --config "$(CONFIG)"
 
 sim: $(FIRMWARE_STAMP) $(if $(filter opus,$(CODEC)),firmware-host)
 	@test -n "$(MIC)" || { echo "make sim: set MIC=path/to/16k-mono.wav"; exit 2; }
@@ -107,6 +108,11 @@ sim: $(FIRMWARE_STAMP) $(if $(filter opus,$(CODEC)),firmware-host)
 # unchanged tree does no work (tools/firmware/build_host.py).
 firmware-host:
 	@$(PYTHON) tools/firmware/build_host.py --vendor "$(VENDOR)"
+
+# The Wren build for a board: the esp32 port with the same module and manifest, with ESP-IDF from your
+# environment (idf.py / $$IDF_PATH) or its official container (docker/podman); exit 2 without either.
+firmware:
+	@$(PYTHON) tools/firmware/build_esp32.py --board "$(BOARD)" --vendor "$(VENDOR)" $(if $(IDF_IMAGE),--idf-image "$(IDF_IMAGE)")
 
 # ---- bench: benchmarks (tools/bench, docs/performance.md) -------------------------------------------
 # `make bench` drives a real `wren serve` with simulated devices (a few minutes on 2 cores) and prints one
