@@ -1,15 +1,20 @@
 """Compile the firmware and shared_protocol to .mpy and copy them, with config.json, to a board.
 
-    python tools/flash/deploy.py --port /dev/ttyACM0 [--config firmware/config.json]
+    python tools/flash/deploy.py [--port /dev/ttyACM0] [--config firmware/config.json]
 
 mpy-cross -march=xtensawin for every module (the viper ones need it; bytecode-only ones don't mind),
-main.py and boot.py stay source. The esp32 hal is copied, the host one never is. Every command is
-printed before it runs; a board mpremote cannot reach gives one clear error and exit status 1.
+main.py and boot.py stay source. The esp32 hal is copied, the host one never is. Without --port mpremote
+finds the board itself (`connect auto`: the first USB serial port). Before anything is copied the board
+is asked for its .mpy version (sys.implementation._mpy): a MicroPython that cannot load what mpy-cross
+made (another .mpy version, or not an Xtensa core) stops the deploy with what to flash instead. Every
+command is printed before it runs and mpremote's progress is shown as it goes; a board mpremote cannot
+reach gives one clear error and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,11 +30,51 @@ PACKAGES = [
     (FIRMWARE / "hal" / "esp32", "hal/esp32"),
     (REPO / "shared_protocol", "shared_protocol"),
 ]
+ARCH_XTENSAWIN = 10  # sys.implementation._mpy >> 10 on an ESP32 / ESP32-S3 (MP_NATIVE_ARCH_XTENSAWIN)
+PROBE = "import sys; print('MPY', sys.implementation._mpy)"
 
 
 def tool(name: str) -> str:
     local = BIN / name
     return str(local) if local.exists() else name
+
+
+def mpy_cross_version() -> tuple[int, int]:
+    """(version, sub-version) of the .mpy files mpy-cross writes ("... emitting mpy v6.3")."""
+    out = subprocess.run([tool("mpy-cross"), "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"mpy v(\d+)\.(\d+)", out)
+    if not m:
+        sys.exit(f"deploy: cannot tell the .mpy version from mpy-cross --version: {out.strip()!r}")
+    return int(m[1]), int(m[2])
+
+
+def check_board(connect: list[str], where: str, want: tuple[int, int]) -> None:
+    """Stop unless the board's MicroPython loads .mpy files of version `want` with Xtensa native code."""
+    cmd = [*connect, "exec", PROBE]
+    print("+ " + shlex.join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"^MPY (\d+)", proc.stdout, re.MULTILINE)
+    if proc.returncode != 0 or not m:
+        reason = (proc.stderr or proc.stdout).strip().splitlines()
+        sys.exit(
+            f"deploy: mpremote cannot find or talk to the board on {where} "
+            f"({reason[-1] if reason else 'no output'}).\n"
+            "        Check PORT, that MicroPython is flashed (make flash), and that no REPL holds the port."
+        )
+    value = int(m[1])
+    version, sub, arch = value & 0xFF, (value >> 8) & 3, value >> 10
+    print(f"deploy: the board loads .mpy v{version}.{sub} (arch {arch}); "
+          f"mpy-cross writes v{want[0]}.{want[1]}")
+    if (version, sub) != want:
+        sys.exit(
+            f"deploy: the board's MicroPython loads .mpy v{version}.{sub}, but this mpy-cross writes "
+            f"v{want[0]}.{want[1]} (viper modules need both to match).\n"
+            "        Flash a MicroPython of the same series as the mpy-cross in .venv (make flash), or "
+            "install the mpy-cross that matches the board's MicroPython."
+        )
+    if arch != ARCH_XTENSAWIN:
+        sys.exit(f"deploy: the board reports native architecture {arch}, not xtensawin ({ARCH_XTENSAWIN}): "
+                 "the Wren firmware is built for an ESP32 or ESP32-S3")
 
 
 def build(out: Path) -> list[Path]:
@@ -38,7 +83,6 @@ def build(out: Path) -> list[Path]:
         shutil.rmtree(out)
     (out / "hal").mkdir(parents=True)
     (out / "hal" / "__init__.py").write_text("")
-    files = [out / "hal" / "__init__.py"]
     for src_dir, dest in PACKAGES:
         for src in sorted(src_dir.glob("*.py")):
             target = out / dest / (src.stem + ".mpy")
@@ -46,7 +90,6 @@ def build(out: Path) -> list[Path]:
             cmd = [tool("mpy-cross"), "-march=xtensawin", "-o", str(target), str(src)]
             print("+ " + shlex.join(cmd), flush=True)
             subprocess.run(cmd, check=True)
-            files.append(target)
     for name in ("main.py", "boot.py"):
         shutil.copy(FIRMWARE / name, out / name)
     return [out / "wren_device", out / "hal", out / "shared_protocol", out / "main.py", out / "boot.py"]
@@ -54,7 +97,7 @@ def build(out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--port", required=True)
+    ap.add_argument("--port", default="", help="serial port (default: mpremote finds the board)")
     ap.add_argument("--config", default=str(FIRMWARE / "config.json"))
     ap.add_argument("--build-dir", default=str(REPO / "build" / "device"))
     ap.add_argument("--no-reset", action="store_true")
@@ -66,20 +109,18 @@ def main(argv: list[str] | None = None) -> None:
             "(it holds secrets: keep it out of git)"
         )
     entries = build(Path(args.build_dir))
-    cmd = [tool("mpremote"), "connect", args.port, "cp", "-r", *[str(e) for e in entries], ":"]
+    connect = [tool("mpremote"), "connect", args.port or "auto"]
+    where = args.port or "any USB serial port (auto)"
+    check_board(connect, where, mpy_cross_version())
+    cmd = [*connect, "cp", "-r", *[str(e) for e in entries], ":"]
     cmd += ["+", "cp", str(config), ":config.json"]
     if not args.no_reset:
         cmd += ["+", "reset"]
     print("+ " + shlex.join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(proc.stdout)
-    if proc.returncode != 0:
-        reason = (proc.stderr or proc.stdout).strip().splitlines()
-        sys.exit(
-            f"deploy: mpremote cannot find or talk to the board on {args.port} "
-            f"({reason[-1] if reason else 'no output'}).\n"
-            "        Check PORT, that MicroPython is flashed (make flash), and that no REPL holds the port."
-        )
+    rc = subprocess.run(cmd).returncode  # mpremote's own output (what it copies) as it goes
+    if rc != 0:
+        sys.exit(f"deploy: mpremote failed on {where} (exit {rc}, its message above).\n"
+                 "        Check that no REPL holds the port and that the board's filesystem has room.")
     print("deploy: done; the board restarts into Wren")
 
 

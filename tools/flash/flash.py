@@ -1,9 +1,11 @@
 """Flash a MicroPython image onto an ESP32-S3 or ESP32 with esptool v5 (hyphenated commands).
 
-    python tools/flash/flash.py --port /dev/ttyACM0 --board esp32s3 --firmware ESP32_GENERIC_S3-….bin
+    python tools/flash/flash.py [--port /dev/ttyACM0] --board esp32s3 --firmware ESP32_GENERIC_S3-….bin
 
-Merged images go at 0x0 on the S3 and at 0x1000 on the plain ESP32 (notes §5.1). Every command is
-printed before it runs; a board that cannot be reached gives one clear error line and exit status 1.
+Merged images go at 0x0 on the S3 and at 0x1000 on the plain ESP32 (notes §5.1). Without --port esptool
+finds the board itself (it tries the serial ports it sees). Every command is printed before it runs and
+esptool's progress is shown as it goes; a board that cannot be reached gives one clear error line and exit
+status 1.
 """
 
 from __future__ import annotations
@@ -23,15 +25,12 @@ def esptool() -> str:
     return str(local) if local.exists() else "esptool"
 
 
-def run(cmd: list[str], port: str) -> None:
+def run(cmd: list[str], where: str) -> None:
     print("+ " + shlex.join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(proc.stdout)
-    if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        reason = next((line for line in detail if "error" in line.lower()), detail[-1] if detail else "")
+    rc = subprocess.run(cmd).returncode  # esptool's progress bar and messages straight to the terminal
+    if rc != 0:
         sys.exit(
-            f"flash: esptool cannot find or talk to the board on {port} ({reason.strip()}).\n"
+            f"flash: esptool cannot find or talk to the board on {where} (exit {rc}, its reason above).\n"
             "       Check PORT (ls /dev/ttyACM* /dev/ttyUSB*) and the USB cable; hold BOOT while tapping "
             "RST if the board does not enter the bootloader."
         )
@@ -39,7 +38,7 @@ def run(cmd: list[str], port: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--port", required=True)
+    ap.add_argument("--port", default="", help="serial port (default: esptool finds the board)")
     ap.add_argument("--board", choices=sorted(CHIPS), default="esp32s3")
     ap.add_argument("--firmware", required=True, help="MicroPython image (.bin)")
     ap.add_argument("--baud", default="460800")
@@ -49,11 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     if not image.is_file():
         sys.exit(f"flash: firmware image not found: {image} (download one from micropython.org/download)")
     chip, offset = CHIPS[args.board]
-    base = [esptool(), "--chip", chip, "--port", args.port]
+    base = [esptool(), "--chip", chip, *(["--port", args.port] if args.port else [])]
+    where = args.port or "any serial port (auto-detect)"
     if not args.no_erase:
-        run([*base, "erase-flash"], args.port)
-    run([*base, "--baud", args.baud, "write-flash", offset, str(image)], args.port)
-    print(f"flash: done. Next: make deploy PORT={args.port}")
+        run([*base, "erase-flash"], where)
+    run([*base, "--baud", args.baud, "write-flash", offset, str(image)], where)
+    print("flash: done. Next: make deploy" + (f" PORT={args.port}" if args.port else ""))
 
 
 if __name__ == "__main__":
