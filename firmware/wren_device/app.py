@@ -29,7 +29,11 @@ async def main():
     net.configure_tls(cfg.get("tls_ca", ""))
     url, token, version = cfg["server_url"], cfg["token"], cfg["protocol_version"]
     if cfg.get("ota_url"):
-        ws = await net.ota_check(cfg["ota_url"], identity, system_info(cfg, board, identity, ssid))
+        reply = await net.ota_check(cfg["ota_url"], identity, system_info(cfg, board, identity, ssid))
+        clock = net.server_clock(reply)
+        if clock:
+            board.set_clock(clock[0], clock[1])  # the board's RTC in local time (host: logged only)
+        ws = net.websocket_of(reply)
         if ws:
             state.update({"ws_url": ws["url"], "ws_token": ws.get("token") or "",
                           "ws_version": ws.get("version") or 1})
@@ -39,8 +43,8 @@ async def main():
     if not url:
         raise ValueError("no server: set server_url or ota_url in config.json")
     version = int(version)
-    # The big audio buffers come before the larger modules are imported: on a small heap a 38 KB
-    # block may no longer be found once code and its compile-time garbage are spread over it.
+    # The big audio buffers come before the larger modules are imported: on a small heap a 32 KB PCM
+    # ring may no longer be found once code and its compile-time garbage are spread over it.
     gc.collect()
     from wren_device.audio import Downlink, Uplink
     from wren_device.codec import make_codec
@@ -49,7 +53,7 @@ async def main():
     codec = make_codec(cfg.get("opus", True))
     paths = (
         Uplink(codec, version),
-        Downlink(codec, version, cfg.get("max_downlink_rate", 16000), cfg.get("downlink_buffer_ms", 1200)),
+        Downlink(codec, version, config.downlink_rate(cfg, codec.format), cfg["downlink_buffer_ms"]),
         WebSocket(max_message=cfg.get("max_message", 8192)),
     )
     from wren_device.device import Device

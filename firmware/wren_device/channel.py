@@ -4,16 +4,22 @@
 import asyncio
 import time
 
+from micropython import const
+
 from shared_protocol import messages
 from wren_device.log import log
-from wren_device.ws import WsClosed
+from wren_device.ws import NEED, OP_BINARY, OP_TEXT, WsClosed
 
 _HELLO_TIMEOUT_MS = 10000  # §3.2: no server hello within 10 s -> give up on this attempt
+_POLL_MS = const(10)  # the receive loop's sleep while messages flow
+_IDLE_POLL_MS = const(50)  # ... and after _BUSY_POLLS empty polls (a quiet second)
+_BUSY_POLLS = const(100)
 
 
 class Channel:
     def __init__(self, cfg, identity, url, token, version, hello, handler, ws):
-        # hello: the device hello dict; handler: on_frame(op, data) coroutine, on_closed(why) function.
+        # hello: the device hello dict; handler: on_frame(op, data) coroutine (text), on_audio(buf, n) and
+        # on_closed(why) functions.
         self.cfg = cfg
         self.identity = identity
         self.url = url
@@ -96,12 +102,29 @@ class Channel:
             return False
 
     async def _receive(self):
+        # The receive loop takes every message that has arrived (ws.pump(), non-blocking) and, when none
+        # has, sleeps a little: asyncio.sleep_ms is the one wait that allocates nothing, so audio messages
+        # go from the socket to the jitter ring without a coroutine call or an allocation. It polls every
+        # 10 ms while data flows, every 50 ms after a quiet second.
+        ws = self.ws
+        quiet = 0
         try:
             while True:
-                op, data = await self.ws.recv()
-                self.last_rx = time.ticks_ms()  # only data frames count; pings are handled in ws
+                op = ws.pump()
+                if op == NEED:
+                    quiet += 1
+                    await asyncio.sleep_ms(_POLL_MS if quiet < _BUSY_POLLS else _IDLE_POLL_MS)
+                    continue
+                quiet = 0
+                if op != OP_BINARY and op != OP_TEXT:
+                    await ws.control(op)  # ping answered, pong ignored; a close or an error raises
+                    continue
+                self.last_rx = time.ticks_ms()  # only data frames count
                 try:
-                    await self._handler.on_frame(op, data)
+                    if op == OP_BINARY:  # audio: handled in place, no coroutine, nothing allocated
+                        self._handler.on_audio(ws.rx, ws.rx_len)
+                    else:
+                        await self._handler.on_frame(op, memoryview(ws.rx)[: ws.rx_len])
                 except WsClosed:
                     raise
                 except Exception as e:  # one bad frame (or a MemoryError) must not end the session

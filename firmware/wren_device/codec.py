@@ -24,6 +24,9 @@ class PcmCodec:
     def reset_decoder(self, rate, frame_ms):
         pass
 
+    def reserve(self, max_rate, frame_ms):
+        pass
+
 
 class OpusCodec:
     # firmware/modules/opus: Encoder/Decoder writing into caller buffers, no per-frame allocation:
@@ -50,12 +53,17 @@ class OpusCodec:
             self._out_mv = memoryview(out)[out_off:]
         return self._enc.encode(pcm, self._out_mv)
 
+    def reserve(self, max_rate, frame_ms):
+        # At boot: the decoded-frame buffer for the highest rate (not at the hello, on a fragmented heap).
+        self._pcm = bytearray(max_rate * frame_ms // 500)
+
     def reset_decoder(self, rate, frame_ms):
         if rate != self._rate or self._dec is None:
             if self._dec is not None:
                 self._dec.close()  # its state lives outside the GC heap: free it now, not at the next GC
             self._dec = self._opus.Decoder(sample_rate=rate, channels=1)
-            self._pcm = bytearray(rate * frame_ms // 500)
+            if self._pcm is None or len(self._pcm) < rate * frame_ms // 500:
+                self._pcm = bytearray(rate * frame_ms // 500)  # a longer frame than reserved for
             self._rate = rate
 
     def decode(self, packet, nbytes):

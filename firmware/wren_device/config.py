@@ -21,7 +21,19 @@ DEFAULTS = {
     "channel_timeout_s": 120,  # reference §8.3: no incoming data for this long = channel closed
     "connect_attempts": 6,
     "test_extra_tools": 0,  # test builds: register this many filler MCP tools to force paging
+    "downlink_buffer_ms": 1000,  # the playback ring: what the server sends ahead (Wren: at most ~1 s)
+    # "max_downlink_rate": unset = follow the codec (downlink_rate below)
 }
+
+
+def downlink_rate(cfg, codec_format):
+    # Highest downlink rate the playback buffers are made for: config.json's, else what servers send with
+    # this codec: Opus replies come at 24 kHz (Wren, xiaozhi), PCM at the device's 16 kHz. A hello asking
+    # for more is ignored, so an Opus board left at 16000 would never accept a Wren server's hello.
+    rate = cfg.get("max_downlink_rate")
+    if rate:
+        return int(rate)
+    return 24000 if codec_format == "opus" else 16000
 
 
 def _read_json(path):

@@ -9,12 +9,14 @@ from shared_protocol import ProtocolError, UnknownMessageType, messages
 from shared_protocol import constants as wire
 from wren_device import VERSION, tools
 from wren_device.audio import FRAME_MS, MIC_RATE, Downlink, Uplink
+from wren_device.audio_tasks import mic_task, speaker_task
 from wren_device.channel import Channel
 from wren_device.codec import make_codec
+from wren_device.config import downlink_rate
 from wren_device.keeper import Keeper
 from wren_device.log import log
 from wren_device.mcp import McpServer
-from wren_device.ws import WebSocket, WsClosed
+from wren_device.ws import WebSocket
 
 IDLE = "idle"
 CONNECTING = "connecting"
@@ -42,8 +44,8 @@ class Device:
         self.codec = codec or make_codec(cfg.get("opus", True))
         if paths is None:
             paths = (Uplink(self.codec, version),
-                     Downlink(self.codec, version, cfg.get("max_downlink_rate", 16000),
-                              cfg.get("downlink_buffer_ms", 1200)),
+                     Downlink(self.codec, version, downlink_rate(cfg, self.codec.format),
+                              cfg.get("downlink_buffer_ms", 1000)),
                      WebSocket(max_message=cfg.get("max_message", 8192)))
         self.uplink, self.downlink, ws = paths
         hello = messages.hello_device(
@@ -60,9 +62,8 @@ class Device:
         self.live_peak = 0  # gc.mem_alloc() right after a collection at the end of each turn
         self._events = deque((), 8)  # button events; bounded, the oldest is dropped
         self._wake = asyncio.Event()
-        self._audio = asyncio.Event()
-        self._playing = False
-        self._spk_writer = None
+        self.playing = False
+        self.speaker = None  # the board's speaker stream, from the accepted server hello
         self._stopping = False  # the board asked the app to end (hal/README.md)
         self._turn_end = None  # the task that finishes the last reply (_after_playback)
         self.dropped_audio = 0
@@ -86,7 +87,7 @@ class Device:
 
     # ---- main loop: button events, one at a time, until the board says stop ------------------------------
     async def run(self):
-        tasks = [asyncio.create_task(self._mic_task()), asyncio.create_task(self._speaker_task()),
+        tasks = [asyncio.create_task(mic_task(self)), asyncio.create_task(speaker_task(self)),
                  asyncio.create_task(self.keeper.run())]
         self.board.button.start(self._on_button)
         log("device", "ready: mode %s, codec %s, protocol v%d" % (self.mode, self.codec.format, self.version))
@@ -167,14 +168,13 @@ class Device:
             log("channel", "lost (%s): going idle" % why)
             self._set(IDLE)
 
-    async def on_frame(self, op, data):
-        if op == 2:
-            if self.state != SPEAKING:
-                self.dropped_audio += 1  # §5.5: binary audio only while speaking
-                return
-            self.downlink.feed(data)
-            self._audio.set()
+    def on_audio(self, buf, n):
+        if self.state != SPEAKING:
+            self.dropped_audio += 1  # §5.5: binary audio only while speaking
             return
+        self.downlink.feed(buf, n)  # audio_tasks.speaker_task picks it up
+
+    async def on_frame(self, op, data):
         try:
             msg = messages.parse(data)
         except UnknownMessageType as e:
@@ -211,9 +211,7 @@ class Device:
         if not self.downlink.configure(rate, frame_ms):
             log("recv", "hello ignored: downlink %d Hz > max_downlink_rate" % rate)
             return
-        spk = self.board.speaker(rate)
-        if self._spk_writer is None or self._spk_writer.s is not spk:
-            self._spk_writer = asyncio.StreamWriter(spk, {})
+        self.speaker = self.board.speaker(rate)  # the same object while the rate is unchanged
         log("recv", "server hello: downlink %d Hz / %d ms" % (rate, frame_ms))
         self.channel.hello_accepted(msg)
 
@@ -234,9 +232,10 @@ class Device:
     async def _after_playback(self):
         # §5.1/§9.3: re-arm the mic only after local playback has drained.
         await asyncio.sleep_ms(0)
-        while self.downlink.pending() or self._playing:
+        while self.downlink.pending() or self.playing:
             await asyncio.sleep_ms(20)
-        log("turn", "done; playback drained")
+        dl = self.downlink
+        log("turn", "done; playback drained (%d frames, %d dropped)" % (dl.received, dl.dropped))
         gc.collect()  # a quiet point: collect here rather than in the middle of the next utterance
         live = gc.mem_alloc()
         self.live_peak = max(self.live_peak, live)
@@ -246,48 +245,3 @@ class Device:
         if self.state == LISTENING and self.channel.usable():
             if await self.channel.send(messages.listen_start(self.session_id, wire.MODE_AUTO)):
                 self._mic(True)
-
-    # ---- audio tasks ---------------------------------------------------------------------------------
-    async def _mic_task(self):
-        # The mic is read all the time (the I2S DMA must not overflow); frames go out only while listening.
-        reader = asyncio.StreamReader(self.board.mic)
-        up = self.uplink
-        mv = up.raw_mv
-        size = len(up.raw)
-        while True:
-            got = await reader.readinto(mv) or 0
-            while got < size:
-                got += await reader.readinto(mv[got:]) or 0
-            used = gc.mem_alloc()
-            if used > self.heap_peak:
-                self.heap_peak = used
-            if self.mic_open and self.channel.ready:
-                n = up.process_mic()
-                try:
-                    await self.channel.ws.send_binary(up.frame, n)
-                except WsClosed:
-                    pass  # the channel's reader sees the close and handles it
-
-    async def _speaker_task(self):
-        dl = self.downlink
-        while True:
-            if not dl.pending() or self._spk_writer is None:
-                if self._playing:
-                    await asyncio.sleep_ms(self.board.speaker_buffer_ms)  # the DMA buffer plays out
-                    if dl.pending():
-                        continue  # more audio came while the buffer played out
-                    self._playing = False
-                    self.board.speaker_drained()
-                # Clear, re-check, then wait: no wake-up from feed() can be lost in between.
-                self._audio.clear()
-                if not dl.pending():
-                    await self._audio.wait()
-                continue
-            self._playing = True
-            dl.next_chunk()
-            w = self._spk_writer
-            w.write(dl.chunk)
-            await w.drain()
-            used = gc.mem_alloc()
-            if used > self.heap_peak:
-                self.heap_peak = used

@@ -147,11 +147,14 @@ async def _post(url, body, headers):
         return status, None
 
 
-async def ota_check(url, identity, system_info, attempts=10):
-    # POST the system info (§6.1/§6.2); -> the reply's websocket section {url, token, version} or None.
-    # A failure is retried with a 10 s pause doubling each time, as the official firmware does. A reply
-    # with `activation` (a server that pairs devices by code) is not a failure: the code is shown, the
-    # server is polled until the owner approves it, and the check runs again, as long as it takes.
+async def ota_check(url, identity, system_info, attempts=10, first_pause_ms=10000, max_pause_ms=60000,
+                    max_total_ms=300000):
+    # POST the system info (§6.1/§6.2) -> the reply (a dict: websocket, server_time, ...) or None. A
+    # failure is retried after 10 s, doubling as the official firmware does but capped at max_pause_ms (a
+    # minute), for at most `attempts` tries and max_total_ms of pauses (5 min: 10+20+40+60+60+60 s, 7
+    # tries; then the caller falls back to server_url or what state.json kept). A reply with `activation`
+    # (a server that pairs devices by code) is not a failure: the code is shown, the server is polled
+    # until the owner approves it, and the check runs again, as long as that takes.
     headers = {
         "Activation-Version": "1",
         "Device-Id": identity["device_id"],
@@ -160,8 +163,8 @@ async def ota_check(url, identity, system_info, attempts=10):
         "Accept-Language": identity["language"],
         "Content-Type": "application/json",
     }
-    pause = 10000
-    failures = 0
+    pause = first_pause_ms
+    paused = failures = 0
     while failures < attempts:
         try:
             status, reply = await http_post_json(url, system_info, headers)
@@ -176,16 +179,35 @@ async def ota_check(url, identity, system_info, attempts=10):
             ws = reply.get("websocket")
             if isinstance(ws, dict) and isinstance(ws.get("url"), str):
                 log("ota", "websocket url", ws["url"])
-                return ws
-            log("ota", "reply has no websocket section")
-            return None
+            else:
+                log("ota", "reply has no websocket section")
+            return reply
         if status:
             log("ota", "attempt %d: HTTP %d" % (failures + 1, status))
         failures += 1
-        if failures < attempts:
-            await asyncio.sleep_ms(pause)
-            pause *= 2
+        if failures >= attempts or paused + pause > max_total_ms:
+            break
+        log("ota", "retry in %d ms" % pause)
+        await asyncio.sleep_ms(pause)
+        paused += pause
+        pause = min(pause * 2, max_pause_ms)
+    log("ota", "giving up after %d attempts" % failures)
     return None
+
+
+def websocket_of(reply):
+    # The OTA reply's websocket section {url, token, version}, or None.
+    ws = reply.get("websocket") if isinstance(reply, dict) else None
+    return ws if isinstance(ws, dict) and isinstance(ws.get("url"), str) else None
+
+
+def server_clock(reply):
+    # The OTA reply's server_time -> (Unix time in ms, timezone offset in minutes), or None.
+    st = reply.get("server_time") if isinstance(reply, dict) else None
+    if not isinstance(st, dict) or not isinstance(st.get("timestamp"), (int, float)):
+        return None
+    offset = st.get("timezone_offset", 0)
+    return int(st["timestamp"]), int(offset) if isinstance(offset, (int, float)) else 0
 
 
 async def activate(url, headers, activation, polls=10):

@@ -1,6 +1,8 @@
 # Minimal RFC 6455 WebSocket client on asyncio streams (notes §3.2). Audio send and receive reuse
 # preallocated buffers: the header and mask live in fixed bytearrays, payloads are masked in place by viper,
-# and a received message is a memoryview into one receive buffer (valid until the next recv()).
+# and a received message lies at the start of one receive buffer (valid until the next receive). No view is
+# made per message length (Opus packets vary): sends go out as socket.write(buf, 0, n), receives as
+# readinto(buf, n); an audio frame sent when the socket takes it at once allocates nothing (no coroutine).
 import asyncio
 import os
 import random
@@ -8,9 +10,10 @@ import struct
 
 from micropython import const
 
-from shared_protocol.constants import CLOSE_NORMAL, CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG
+from shared_protocol.constants import CLOSE_NORMAL
 from wren_device import dsp
 from wren_device.ws_handshake import HandshakeError, handshake
+from wren_device.ws_rx import ERROR, NEED, Receiver  # noqa: F401 (NEED: for the channel's loop)
 
 OP_CONT = const(0)
 OP_TEXT = const(1)
@@ -31,21 +34,10 @@ class WsClosed(Exception):
         self.reason = reason
 
 
-class WebSocket:
+class WebSocket(Receiver):
     def __init__(self, max_message=16384):
-        self.max_message = max_message
-        self._rx = bytearray(max_message)
-        self._rxmv = memoryview(self._rx)
-        self._views = {}  # length -> view of _rx; audio messages have one size, so one view is reused
+        self._rx_init(max_message)
         self._hdr = bytearray(14)
-        hm = memoryview(self._hdr)
-        self._hdr_views = (hm[:6], hm[:8], hm[:14])
-        self._rh = bytearray(8)
-        rm = memoryview(self._rh)
-        self._rh2 = rm[:2]
-        self._rh8 = rm
-        self._ctl = bytearray(125)
-        self._ctlmv = memoryview(self._ctl)
         self._mask = bytearray(4)
         self._lock = asyncio.Lock()
         self._r = self._w = None
@@ -64,6 +56,7 @@ class WebSocket:
             self._r, self._w = await handshake(url, headers, ssl_context)
         except HandshakeError as e:
             raise WsClosed(e.code, e.reason)
+        self._rx_reset()
         self.open = True
         self._close_sent = False
         self.close_code = None
@@ -73,19 +66,50 @@ class WebSocket:
         data = bytearray(text.encode() if isinstance(text, str) else text)
         await self._send(OP_TEXT, data, len(data))
 
-    async def send_binary(self, buf, n):
-        # buf is masked in place: the caller must treat it as consumed (it is a scratch send buffer).
-        await self._send(OP_BINARY, buf, n)
+    def send_binary(self, buf, n):
+        # -> an awaitable; buf is masked in place (the caller must treat it as consumed: a scratch buffer).
+        # When nothing else is being sent and the socket takes the frame at once (the usual case) it is
+        # written here and the awaitable is asyncio.sleep_ms(0): one yield, nothing allocated.
+        w = self._w
+        if not self.open or w is None or self._lock.locked() or w.out_buf:
+            return self._send(OP_BINARY, buf, n)
+        try:
+            hl = self.prepare_frame(OP_BINARY, buf, n)
+            self._write(w, self._hdr, hl)
+            self._write(w, buf, n)
+        except OSError as e:
+            return self._lost(e)
+        if w.out_buf:
+            return self._send(OP_BINARY, buf, 0)  # the socket was full: drain what was kept
+        return asyncio.sleep_ms(0)
+
+    async def _lost(self, e):
+        self.open = False
+        await self._abort()
+        raise WsClosed(CLOSE_ABNORMAL, "send failed: %s" % e)
+
+    @staticmethod
+    def _write(w, buf, n):
+        # buf[:n] to the asyncio stream w: straight to its socket when nothing is queued; what the socket
+        # does not take is kept in w.out_buf (a copy: allocates, only when the socket is full).
+        if n <= 0:
+            return
+        done = 0
+        if not w.out_buf:
+            done = w.s.write(buf, 0, n) or 0
+        if done < n:
+            w.out_buf += bytes(memoryview(buf)[done:n])
 
     async def _send(self, opcode, payload, n):
+        # n == 0 with OP_BINARY: only drain what a full socket left queued.
         if not self.open or self._w is None:
             raise WsClosed(self.close_code or CLOSE_ABNORMAL, "not open")
         await self._lock.acquire()
         try:
-            hv = self.prepare_frame(opcode, payload, n)
-            self._w.write(hv)
-            if n:
-                self._w.write(payload if len(payload) == n else memoryview(payload)[:n])
+            if n or opcode != OP_BINARY:
+                hl = self.prepare_frame(opcode, payload, n)
+                self._write(self._w, self._hdr, hl)
+                self._write(self._w, payload, n)
             await self._w.drain()
         except OSError as e:
             self.open = False
@@ -95,117 +119,47 @@ class WebSocket:
             self._lock.release()
 
     def prepare_frame(self, opcode, payload, n):
-        # Header for `n` bytes of payload, payload masked in place -> header view. Allocates nothing.
-        hv = self._frame_header(opcode, n)
+        # Header for `n` bytes of payload in self._hdr, payload masked in place -> header length.
+        hl = self._frame_header(opcode, n)
         dsp.xor_mask(payload, n, self._mask)
-        return hv
+        return hl
 
     def _frame_header(self, opcode, n):
-        # Fills the preallocated header (FIN + opcode, MASK + minimal length, fresh key).
+        # Fills the preallocated header (FIN + opcode, MASK + minimal length, fresh key) -> its length.
         h = self._hdr
         m = self._mask
         struct.pack_into(">HH", m, 0, random.getrandbits(16), random.getrandbits(16))
         h[0] = 0x80 | opcode
         if n < 126:
             h[1] = 0x80 | n
-            at, hv = 2, self._hdr_views[0]
+            at = 2
         elif n < 65536:
             h[1] = 0xFE
             struct.pack_into(">H", h, 2, n)
-            at, hv = 4, self._hdr_views[1]
+            at = 4
         else:
             h[1] = 0xFF
             struct.pack_into(">II", h, 2, 0, n)
-            at, hv = 10, self._hdr_views[2]
+            at = 10
         h[at] = m[0]
         h[at + 1] = m[1]
         h[at + 2] = m[2]
         h[at + 3] = m[3]
-        return hv
+        return at + 4
 
-    # ---- receive -------------------------------------------------------------------------------------
-    def _view(self, n):
-        v = self._views.get(n)
-        if v is None:
-            if len(self._views) > 16:
-                self._views.clear()
-            v = self._views[n] = self._rxmv[:n]
-        return v
-
-    async def _fill(self, mv):
-        if self._r is None:
-            raise WsClosed(self.close_code or CLOSE_ABNORMAL, "not open")
-        n = len(mv)
-        got = await self._r.readinto(mv)
-        while got and got < n:
-            k = await self._r.readinto(mv[got:])
-            if not k:
-                got = 0
-                break
-            got += k
-        if n and not got:
-            self.open = False
-            raise WsClosed(CLOSE_ABNORMAL, "connection lost")
-
-    async def recv(self):
-        # -> (opcode, memoryview) of one whole data message. Pings are answered, pongs ignored, a close is
-        # echoed and raised as WsClosed. Size is checked on the declared length before reading the payload.
-        if not self.open:
-            raise WsClosed(self.close_code or CLOSE_ABNORMAL, "not open")
-        total = 0
-        msg_op = -1
-        rh = self._rh
-        try:
-            while True:
-                await self._fill(self._rh2)
-                b0 = rh[0]
-                b1 = rh[1]
-                fin = b0 & 0x80
-                op = b0 & 0x0F
-                n = b1 & 0x7F
-                if b0 & 0x70:
-                    await self._fail(CLOSE_PROTOCOL_ERROR, "reserved bits set")
-                if b1 & 0x80:
-                    await self._fail(CLOSE_PROTOCOL_ERROR, "masked frame from server")
-                if n == 126:
-                    await self._fill(self._rh2)
-                    n = (rh[0] << 8) | rh[1]
-                elif n == 127:
-                    await self._fill(self._rh8)
-                    hi, n = struct.unpack_from(">II", rh)
-                    if hi:
-                        n = self.max_message + 1
-                if op >= 8:
-                    if n > 125 or not fin:
-                        await self._fail(CLOSE_PROTOCOL_ERROR, "bad control frame")
-                    await self._control(op, n)
-                    continue
-                if op == OP_CONT:
-                    if msg_op < 0:
-                        await self._fail(CLOSE_PROTOCOL_ERROR, "continuation without a start")
-                elif op in (OP_TEXT, OP_BINARY):
-                    if msg_op >= 0:
-                        await self._fail(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one")
-                    msg_op = op
-                else:
-                    await self._fail(CLOSE_PROTOCOL_ERROR, "unknown opcode")
-                if total + n > self.max_message:
-                    await self._fail(CLOSE_TOO_BIG, "message too big")
-                if n:
-                    await self._fill(self._view(n) if total == 0 else self._rxmv[total : total + n])
-                total += n
-                if fin:
-                    return msg_op, self._view(total)
-        except OSError as e:
-            self.open = False
-            await self._abort()
-            raise WsClosed(CLOSE_ABNORMAL, "receive failed: %s" % e)
-
-    async def _control(self, op, n):
-        v = self._ctlmv[:n]
-        if n:
-            await self._fill(v)
-        if op == OP_PING:
+    # ---- receive (the parser is wren_device.ws_rx.Receiver) -------------------------------------------
+    async def control(self, op):
+        # What pump() returned besides a data message: a ping is answered, a pong ignored, a close echoed
+        # and raised as WsClosed, an error closes (protocol: with its code) and raises.
+        n = self.ctl_len
+        if op == ERROR:
+            code, reason = self._err_code, self._err_reason
+            if code == CLOSE_ABNORMAL:
+                self.open = False
+                await self._abort()
+                raise WsClosed(code, reason)
+            await self._fail(code, reason)
+        elif op == OP_PING:
             await self._send(OP_PONG, self._ctl, n)
         elif op == OP_CLOSE:
             code = ((self._ctl[0] << 8) | self._ctl[1]) if n >= 2 else CLOSE_NO_STATUS
@@ -255,7 +209,7 @@ class WebSocket:
         await self._abort()
 
     async def _discard(self):
-        while await self._r.readinto(self._rxmv):
+        while await self._r.readinto(self._rx):
             pass
 
     async def _drain_until_close(self):

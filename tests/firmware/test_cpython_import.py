@@ -45,3 +45,15 @@ def test_the_client_id_is_a_uuid4_made_once_and_kept(device_config, tmp_path: Pa
     first = device_config.client_id(device_config.State(path))
     assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", first)
     assert device_config.client_id(device_config.State(path)) == first
+
+
+def test_the_downlink_rate_follows_the_codec_unless_configured(device_config) -> None:
+    # An Opus board must take the 24 kHz replies Wren and xiaozhi servers send (a hello above the limit
+    # is ignored), a PCM board keeps its 16 kHz ring; config.json's value wins either way.
+    cfg = dict(device_config.DEFAULTS)
+    assert "max_downlink_rate" not in cfg
+    assert device_config.downlink_rate(cfg, "opus") == 24000
+    assert device_config.downlink_rate(cfg, "pcm") == 16000
+    assert device_config.downlink_rate({**cfg, "max_downlink_rate": 16000}, "opus") == 16000
+    assert device_config.downlink_rate({**cfg, "max_downlink_rate": 48000}, "pcm") == 48000
+    assert cfg["downlink_buffer_ms"] == 1000  # what a paced server sends ahead, at most (docs/server.md)

@@ -41,3 +41,5 @@ async def test_board_sets_up_i2s_led_and_a_debounced_button(board, mic_pins, spk
     assert res["events"] == ["press", "release"]  # the bounce produced one press
     assert res["info"]["flash_size"] == 8 * 1024 * 1024
     assert res["buffer_ms"] > 0
+    # server_time (Unix ms + timezone minutes) -> the RTC in local time: (y, m, d, weekday, h, m, s, sub)
+    assert ["rtc", [2026, 2, 26, 3, 6, 45, 56, 0]] in res["log"]

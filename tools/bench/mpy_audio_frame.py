@@ -26,7 +26,7 @@ dl = Downlink(codec, 1)
 dl.configure(16000, 60)
 dl.set_volume(70)
 hs = framing.header_size(1)
-rx = ws._view(SAMPLES * 2)
+rx = bytearray(SAMPLES * 2)  # the receive buffer a 1920-byte message arrives in
 time.sleep_ms((3 * FRAMES + 3) * 60 + 100)  # the real-time fake mic then has every frame ready
 spent = [0, 0]
 
@@ -35,13 +35,13 @@ def step():
     mic.readinto(up.raw_mv)
     t0 = time.ticks_us()
     n = up.process_mic()
-    ws.prepare_frame(OP_BINARY, up.frame, n)
-    dsp.xor_mask(up.frame, n, ws._mask)
+    ws.prepare_frame(OP_BINARY, up.send, n)
+    dsp.xor_mask(up.send, n, ws._mask)
     t1 = time.ticks_us()
     for j in range(SAMPLES * 2):  # stands in for the socket read: the uplink PCM comes back as the reply
-        rx[j] = up.frame[hs + j]
+        rx[j] = up.send[hs + j]
     t2 = time.ticks_us()
-    dl.feed(rx)
+    dl.feed(rx, SAMPLES * 2)
     while dl.pending():
         dl.next_chunk()
         spk.write(dl.chunk)

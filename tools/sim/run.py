@@ -16,7 +16,8 @@ audio frame (garbage included) and the live heap after each turn's gc.collect(),
 
 --codec pcm runs the app from source on the stock unix port (.venv/bin/micropython); --codec opus runs the
 Wren build (`make firmware-host`: the opus module, the app frozen in), as `micropython -m main` with only
-the frozen modules on its path, and accepts 24 kHz downlink audio (what xiaozhi servers send as Opus).
+the frozen modules on its path; an Opus board accepts 24 kHz downlink audio by default (what Wren and
+xiaozhi servers send as Opus).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ def build_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
     }
     path = f"{FIRMWARE}:{FIRMWARE / 'hal' / 'host'}:{REPO}:.frozen"
     if args.codec == "opus":
-        cfg["max_downlink_rate"] = 24000
         path = ".frozen"  # the Wren build has the app frozen in; nothing on disk may shadow it
     (workdir / "config.json").write_text(json.dumps(cfg))
     button = args.button or ("press@0.5,release@eof" if args.mode == "manual" else "press@0.5")

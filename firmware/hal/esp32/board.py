@@ -97,6 +97,15 @@ class Esp32Board:
     def speaker_drained(self):
         pass
 
+    def set_clock(self, unix_ms, offset_min):
+        # The OTA reply's server_time: the RTC is set to local time (what xiaozhi boards show and use).
+        secs = unix_ms // 1000 + offset_min * 60
+        if time.gmtime(0)[0] == 2000:  # an image whose epoch is 2000-01-01
+            secs -= 946684800
+        y, mo, d, h, mi, s, wd = time.gmtime(secs)[:7]  # 8 items on the board, 9 on the unix port
+        machine.RTC().datetime((y, mo, d, wd, h, mi, s, 0))
+        log("clock", "set to %04d-%02d-%02d %02d:%02d:%02d (UTC%+d min)" % (y, mo, d, h, mi, s, offset_min))
+
     def wlan(self):
         return network.WLAN(network.WLAN.IF_STA)
 

@@ -134,6 +134,13 @@ class HostBoard:
             log("speaker", "rate change %d -> %d ignored by the WAV writer" % (self._spk.rate, rate))
         return self._spk
 
+    def set_clock(self, unix_ms, offset_min):
+        # The OTA reply's server_time; the host's clock is the host's: logged, not set.
+        y, mo, d, h, mi, s = time.gmtime(unix_ms // 1000 + offset_min * 60)[:6]
+        self.clock = (unix_ms, offset_min)
+        log("clock", "server time %04d-%02d-%02d %02d:%02d:%02d (UTC%+d min); host clock left alone"
+            % (y, mo, d, h, mi, s, offset_min))
+
     def speaker_drained(self):
         if self._spk:
             self._spk.flush_header()

@@ -65,23 +65,20 @@ class FakeMic(io.IOBase):
         self._t0 = time.ticks_ms()  # the I2S clock runs from creation, as on the board
         self._delivered = 0
         self._tmp = bytearray(2048)
-        self._tmpmv = memoryview(self._tmp)
-        self._views = {}
 
     def _available(self):
         return time.ticks_diff(time.ticks_ms(), self._t0) * self.rate // 1000 - self._delivered
 
-    def readinto(self, buf):
-        n = min(len(buf) // 4, self._available(), len(self._tmp) // 2)
+    def readinto(self, buf, nbytes=-1):
+        # buf[:nbytes] (default: all of it), as a stream's readinto(buf, max_len); None = nothing yet.
+        room = len(buf) if nbytes < 0 else min(nbytes, len(buf))
+        n = min(room // 4, self._available(), len(self._tmp) // 2)
         if n <= 0:
             return None
         nbytes = 2 * n
         got = 0
         if self.active and self._left > 0:
-            v = self._views.get(nbytes)
-            if v is None:  # one view per read size; reads are whole frames, so one size in practice
-                v = self._views[nbytes] = self._tmpmv[:nbytes]
-            got = min(self._f.readinto(v) or 0, self._left)  # bytes past the data chunk are zeroed below
+            got = min(self._f.readinto(self._tmp, nbytes) or 0, self._left)  # past the data chunk: zeroed
             self._left -= got
             if self._left <= 0 or not got:
                 self._left = 0
@@ -107,15 +104,18 @@ class FakeSpeaker(io.IOBase):
         self._pending = 0
         self._t = time.ticks_ms()
         self.written = 0
+        self._hdr = bytearray(44)
         self._f = open(path, "wb") if path else None
         if self._f:
             self._header(0)
 
     def _header(self, data_bytes):
+        # Into one buffer made at start: rewritten at every drained point, so it must not allocate.
+        h = self._hdr
+        struct.pack_into("<4sI4s4sIHHIIHH4sI", h, 0, b"RIFF", 36 + data_bytes, b"WAVE", b"fmt ", 16, 1, 1,
+                         self.rate, self.rate * 2, 2, 16, b"data", data_bytes)
         self._f.seek(0)
-        self._f.write(b"RIFF" + struct.pack("<I", 36 + data_bytes) + b"WAVEfmt ")
-        self._f.write(struct.pack("<IHHIIHH", 16, 1, 1, self.rate, self.rate * 2, 2, 16))
-        self._f.write(b"data" + struct.pack("<I", data_bytes))
+        self._f.write(h)
         self._f.seek(44 + data_bytes)
 
     def _room(self):
@@ -126,12 +126,14 @@ class FakeSpeaker(io.IOBase):
             self._pending = max(0, self._pending - played)
         return self._cap - self._pending
 
-    def write(self, buf):
-        n = min(len(buf), self._room())
+    def write(self, buf, off=0, nbytes=-1):
+        # buf[off:off + nbytes], as a stream's write(buf, off, max_len) -> bytes taken (no view made).
+        avail = len(buf) - off if nbytes < 0 else nbytes
+        n = min(avail, self._room())
         if n <= 0:
             return 0
         if self._f:
-            self._f.write(buf if n == len(buf) else memoryview(buf)[:n])
+            self._f.write(buf, off, n)
         self._pending += n
         self.written += n
         return n

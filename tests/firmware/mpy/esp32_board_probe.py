@@ -29,6 +29,7 @@ async def main():
 
 
 asyncio.run(main())
+b.set_clock(1772084756816, 60)  # an OTA server_time: 2026-02-26 05:45:56 UTC, UTC+1
 out = {"log": [list(x) for x in machine.log], "same_speaker": same, "events": events, "info": b.info(),
        "buffer_ms": b.speaker_buffer_ms}
 print("PROBE " + json.dumps(out))

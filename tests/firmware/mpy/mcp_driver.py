@@ -20,5 +20,6 @@ while True:
         break
     reply = dev.mcp.handle(json.loads(line))
     led = getattr(board.led, "rgb", None)
-    print("REPLY " + json.dumps({"reply": reply, "volume": dev.volume, "gain": dev.downlink.gain,
-                                 "led": list(led) if led else None}))
+    # Two print arguments, not "REPLY " + ...: a second copy of an 8 KB tools/list page may not fit.
+    print("REPLY", json.dumps({"reply": reply, "volume": dev.volume, "gain": dev.downlink.gain,
+                               "led": list(led) if led else None}))

@@ -56,3 +56,8 @@ def freq(hz=None):
 
 def reset():
     log.append(("reset",))
+
+
+class RTC:
+    def datetime(self, dt=None):
+        log.append(("rtc", list(dt)))
