@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
+from wren.commands.logs import configure_logging
 from wren.config import ConfigError, load_config, package_version
 from wren.transport.addresses import describe
 
@@ -79,10 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Everything the server writes (sessions, timers, the API key, logs it opens) is the owner's alone.
     os.umask(0o077)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level)
     try:
         asyncio.run(_serve(args))
     except (ConfigError, ServerConfigError, AsrError, TtsError) as exc:

@@ -35,6 +35,7 @@ from wyoming.info import AsrModel, AsrProgram, Attribution, Describe, Info, TtsP
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
+from wren.commands.logs import configure_logging
 from wren.config import Config, ConfigError, load_config, package_version
 from wren.speech.asr.bias import margin_for
 from wren.speech.asr.errors import AsrError
@@ -348,10 +349,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level)
     try:
         asyncio.run(_serve(args))
     except (ConfigError, AsrError, TtsError, OSError) as exc:
