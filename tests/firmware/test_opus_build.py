@@ -135,3 +135,40 @@ async def test_a_spoken_turn_on_the_opus_build_against_the_real_server(
     assert re.search(r"heap: high-water \d+ bytes", log)
     assert re.search(r"hello \(protocol v1, uplink opus 16000 Hz/60 ms, downlink opus 24000 Hz/60 ms\)",
                      Path(server_log).read_text()), Path(server_log).read_text()[-3000:]
+
+
+async def _opus_turn(opus_build: Path, device_dir: Path, port: int, said: str, mode: str, button: str,
+                     **cfg: object) -> str:
+    mic = write_wav(device_dir / "mic.wav", spoken_pcm(said), RATE)
+    url = f"ws://127.0.0.1:{port}/xiaozhi/v1/"
+    env = write_config(device_dir, listen_mode=mode, volume=100, server_url=url, **cfg)
+    env.update(WREN_SIM_MIC=str(mic), WREN_SIM_OUT=str(device_dir / "reply.wav"), WREN_SIM_BUTTON=button,
+               WREN_SIM_TURNS="1")
+    async with micropython("-m", "main", env=env, cwd=device_dir, heap=OPUS_HEAP_BUDGET, binary=opus_build,
+                           path=FROZEN_ONLY) as mp:
+        assert await mp.finish(120) == 0, mp.output()
+    return mp.output()
+
+
+async def test_volume_by_voice_on_the_opus_build(
+    opus_build: Path, wren_server: tuple[int, Path], device_dir: Path
+) -> None:
+    port, _ = wren_server
+    log = await _opus_turn(opus_build, device_dir, port, "set the volume to thirty", "manual",
+                           "press@0.5,release@eof")
+    assert "codec opus" in log and "MemoryError" not in log, log
+    assert re.search(r"\] volume: 30$", log, re.MULTILINE), log  # the server called the device's MCP tool
+    said = " ".join(re.findall(r"\] tts: sentence_start (.*)", log))
+    assert "volume" in said.lower() and "30" in said, said
+
+
+async def test_the_button_aborts_a_reply_on_the_opus_build(
+    opus_build: Path, wren_server: tuple[int, Path], device_dir: Path
+) -> None:
+    port, server_log = wren_server
+    # "what can you do" has a long answer: the second press lands while it plays.
+    log = await _opus_turn(opus_build, device_dir, port, "what can you do", "auto", "press@0.5,press@7")
+    assert "codec opus" in log and "MemoryError" not in log, log
+    assert "state: speaking ->" in log and "tts: stop" in log, log  # the server answered the abort
+    served = Path(server_log).read_text()
+    assert re.search(r": abort \(button\)", served), served[-2000:]
