@@ -94,12 +94,13 @@ class MoonshineEngine:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
     def decode(
-        self, pcm: bytes, priority: int, bias: PhraseBias | None = None, draft: list[int] | None = None
+        self, pcm: bytes, priority: int, bias: PhraseBias | None = None, draft: list[int] | None = None,
+        constrain: bool = True,
     ) -> Future:
         """Schedule the transcription of int16 PCM (copied now: the caller's buffer may grow); the future's
-        result is a `Transcript`."""
+        result is a `Transcript` (`constrain`: see MoonshineModel.transcribe)."""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias, draft), priority)
+        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias, draft, constrain), priority)
 
     def phrase_bias(self, phrases: tuple[str, ...], margin: float) -> PhraseBias:
         """One PhraseBias per distinct phrase set (sessions of similar devices share it)."""
@@ -124,6 +125,7 @@ class MoonshineEngine:
 class _Guess:
     end: int  # samples of the window it covers, from the window's start
     future: Future
+    final: bool  # made at a pause, as the end would be decoded (a draft while speaking skips the grammar)
 
 
 class MoonshineStream:
@@ -160,7 +162,7 @@ class MoonshineStream:
         if window >= MAX_WINDOW_S * SAMPLE_RATE:
             self._cut_window()
         elif self._pause_at is None and window - self._guessed_end() >= DRAFT_EVERY_S * SAMPLE_RATE:
-            self._guess_now(window)  # while speaking: a draft, so the end needs fewer decoder steps
+            self._guess_now(window, final=False)  # while speaking: a draft, so the end needs fewer steps
 
     def pause(self) -> None:
         """The speaker paused: decode what there is, in the background (a no-op if nothing is new)."""
@@ -173,7 +175,7 @@ class MoonshineStream:
         if window >= COMMIT_AFTER_S * SAMPLE_RATE:
             self._commit(window)
             return
-        self._guess_now(window)
+        self._guess_now(window, final=True)
 
     def bias(self, phrases: tuple[str, ...], margin: float) -> None:
         """Prefer these words where the model finds them about as likely (`moonshine.bias`); margin in nats
@@ -227,7 +229,7 @@ class MoonshineStream:
 
     def _tail_future(self, end: int) -> Future:
         guess = self._guess
-        if guess is not None and guess.end == end:
+        if guess is not None and guess.end == end and guess.final:
             if guess.future.cancel():  # still waiting behind other work: decode it now, urgently
                 self._guess = None
             else:
@@ -237,16 +239,20 @@ class MoonshineStream:
         self._engine.count("urgent_runs")
         if self._draft:
             self._engine.count("drafted_runs")
-        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT, self._bias, self._draft)
+        return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT, self._bias, self._draft,
+                                   constrain=not self._windows)
 
     def _guessed_end(self) -> int:
         return self._guess.end if self._guess is not None else 0
 
-    def _guess_now(self, window: int) -> None:
-        """Decode the window so far in the background; its tokens become the draft of later decodes."""
+    def _guess_now(self, window: int, final: bool) -> None:
+        """Decode the window so far in the background; its tokens become the draft of later decodes. Only
+        a `final` guess (at a pause) may be the answer, so only it is matched against the command grammar:
+        a draft's words are no command yet, and long utterances (committed windows) are none."""
         self._drop_guess()
-        future = self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias, self._draft)
-        self._guess = _Guess(window, future)
+        future = self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias, self._draft,
+                                     constrain=final and not self._windows)
+        self._guess = _Guess(window, future, final)
         self._engine.count("speculative_runs")
         generation = self._generation
         future.add_done_callback(lambda done: self._take_draft(done, generation))
@@ -259,7 +265,7 @@ class MoonshineStream:
     def _commit(self, end: int) -> None:
         self._drop_guess()
         window = bytes(self._pcm[: end * 2])
-        self._windows.append(self._engine.decode(window, COMMIT, self._bias, self._draft))
+        self._windows.append(self._engine.decode(window, COMMIT, self._bias, self._draft, constrain=False))
         self._engine.count("windows_committed")
         self._generation += 1  # a new window: drafts of the old one no longer apply
         self._draft = []

@@ -104,13 +104,16 @@ class MoonshineModel:
         self._cross_outputs = [o.name for o in self._cross.get_outputs()]
 
     def transcribe(
-        self, audio: np.ndarray, bias: PhraseBias | None = None, draft: list[int] | None = None
+        self, audio: np.ndarray, bias: PhraseBias | None = None, draft: list[int] | None = None,
+        constrain: bool = True,
     ) -> Transcript:
         """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence. With `bias`, near-miss words are
         replaced by phrase-set words the model finds about as likely (`wren.speech.asr.bias`).
         `draft`: the tokens of an earlier decode of the start of the same utterance; they are checked in
         one decoder pass and the greedy search goes on from the first token that differs (the result is
-        exactly the greedy result, found with fewer decoder steps)."""
+        exactly the greedy result, found with fewer decoder steps).
+        `constrain`: also try the bias's command grammar (`_commanded`); off for drafts taken while the
+        person is still speaking and for windows of long utterances, which are no command."""
         seconds = len(audio) / SAMPLE_RATE
         if not len(audio) or _dbfs(audio) < SILENT_DBFS:
             return Transcript("", [])
@@ -125,7 +128,7 @@ class MoonshineModel:
         text = self.tokenizer.decode(search.tokens)
         if bias:
             text, score = self._rescored(cross, text, search.score, bias, search.heard_as)
-            grammar = bias.grammar(self.tokenizer)
+            grammar = bias.grammar(self.tokenizer) if constrain else None
             if grammar is not None and not accepts(grammar, self.tokenizer.encode(text)):
                 text = self._commanded(cross, text, score, grammar, search.max_tokens)
         return Transcript(strip_wrapping_quotes(trim_repeats(text)), search.tokens)
