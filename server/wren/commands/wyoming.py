@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -41,7 +40,7 @@ from wren.speech.asr.bias import margin_for
 from wren.speech.asr.errors import AsrError
 from wren.speech.sentences import SentenceSplitter
 from wren.speech.tts.base import TtsError
-from wren.speech.wyoming import PcmConverter
+from wren.speech.wyoming import PcmConverter, parse_uri
 
 log = logging.getLogger("wren.wyoming")
 
@@ -79,14 +78,8 @@ def voice_name_and_language(tts: Any, fallback_language: str) -> tuple[str, str]
 
 
 def listen_address(uri: str) -> tuple[str, int]:
-    parsed = urlparse(uri)
-    try:
-        port = parsed.port
-    except ValueError:
-        port = None
-    if parsed.scheme != "tcp" or not parsed.hostname or port is None:
-        raise ConfigError(f"--uri must be tcp://host:port (got {uri!r})")
-    return parsed.hostname, port
+    address = parse_uri(uri, ConfigError, "--uri")
+    return address.host, address.port
 
 
 def build_info(asr: Any, tts: Any, language: str) -> Info:

@@ -45,7 +45,7 @@ class Address:
         return f"tcp://{self.host}:{self.port}"
 
 
-def parse_uri(uri: str, error: type[Exception]) -> Address:
+def parse_uri(uri: str, error: type[Exception], what: str = "a Wyoming uri") -> Address:
     """`tcp://host:port` (the form Home Assistant and the Wyoming servers use); `error` for anything else."""
     parsed = urlparse((uri or "").strip())
     try:
@@ -53,7 +53,7 @@ def parse_uri(uri: str, error: type[Exception]) -> Address:
     except ValueError:
         port = None
     if parsed.scheme != "tcp" or not parsed.hostname or port is None:
-        raise error(f"a Wyoming uri must be tcp://host:port (got {uri!r})")
+        raise error(f"{what} must be tcp://host:port (got {uri!r})")
     return Address(parsed.hostname, port)
 
 

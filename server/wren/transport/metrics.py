@@ -184,37 +184,31 @@ class _LiveCollector:
         scheduler = getattr(asr, "scheduler", None)  # moonshine only
         if scheduler is None:
             return
-        waiting = GaugeMetricFamily("wren_asr_decode_queue_depth",
-                                    "Moonshine decodes waiting for a thread (urgent, commit, speculative).")
-        waiting.add_metric([], getattr(scheduler, "waiting", 0))
-        yield waiting
-        shed = CounterMetricFamily("wren_asr_speculative_dropped",
-                                   "Moonshine speculative decodes dropped because too many were waiting.")
-        shed.add_metric([], getattr(scheduler, "dropped_speculative", 0))
-        yield shed
+        yield GaugeMetricFamily("wren_asr_decode_queue_depth",
+                                "Moonshine decodes waiting for a thread (urgent, commit, speculative).",
+                                value=getattr(scheduler, "waiting", 0))
+        yield CounterMetricFamily("wren_asr_speculative_dropped",
+                                  "Moonshine speculative decodes dropped because too many were waiting.",
+                                  value=getattr(scheduler, "dropped_speculative", 0))
 
 
 def _asr_streams(asr: Any) -> Iterator[Metric]:
     """The stream ceiling (`wren.speech.asr.cap`, every engine) and, with worker processes, their health."""
     cap = getattr(asr, "streams", None)
     if cap is not None and hasattr(cap, "refused"):
-        open_now = GaugeMetricFamily("wren_asr_streams_open",
-                                     "ASR streams open now (each holds a recogniser), at most asr_streams.")
-        open_now.add_metric([], getattr(cap, "open", 0))
-        yield open_now
-        refused = CounterMetricFamily("wren_asr_streams_refused",
-                                      "Utterances not listened to: no recogniser was free.")
-        refused.add_metric([], getattr(cap, "refused", 0))
-        yield refused
+        yield GaugeMetricFamily("wren_asr_streams_open",
+                                "ASR streams open now (each holds a recogniser), at most asr_streams.",
+                                value=getattr(cap, "open", 0))
+        yield CounterMetricFamily("wren_asr_streams_refused",
+                                  "Utterances not listened to: no recogniser was free.",
+                                  value=getattr(cap, "refused", 0))
     health = getattr(asr, "health", None)  # ASR worker processes only
     if callable(health):
         state = health()
-        up = GaugeMetricFamily("wren_asr_workers_up", "ASR worker processes loaded and answering.")
-        up.add_metric([], state.up)
-        yield up
-        restarts = CounterMetricFamily("wren_asr_worker_restarts", "ASR worker processes restarted.")
-        restarts.add_metric([], state.restarts)
-        yield restarts
+        yield GaugeMetricFamily("wren_asr_workers_up", "ASR worker processes loaded and answering.",
+                                value=state.up)
+        yield CounterMetricFamily("wren_asr_worker_restarts", "ASR worker processes restarted.",
+                                  value=state.restarts)
 
 
 def add_metrics_route(app: web.Application, metrics: ServerMetrics) -> None:
