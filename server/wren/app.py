@@ -57,7 +57,8 @@ def _log_warm_failure(done: asyncio.Future[Any]) -> None:
 class WrenServer:
     def __init__(self, config: Config, speech: Any = None, agent: Any = None) -> None:
         check_auth_config(config.auth)
-        server_tls_context(config.server)  # a half or broken TLS setting is refused before anything loads
+        # Loaded once, here: a half or broken TLS setting is refused before any model loads.
+        self._tls = server_tls_context(config.server)
         check_audio_config(config)
         check_timezone_setting(config.server.timezone)
         log_transcripts(config.server.log_transcripts)
@@ -111,7 +112,7 @@ class WrenServer:
         # WrenRunner: an AppRunner that also closes sockets sending no request ([limits] handshake_timeout_s).
         self._runner = WrenRunner(self.app, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
-        tls = server_tls_context(self.config.server)
+        tls = self._tls
         site = web.TCPSite(
             self._runner,
             host or self.config.server.host,
