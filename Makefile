@@ -138,6 +138,18 @@ espeak-ng:
 	  echo "make: could not install espeak-ng (apt-get install espeak-ng); the understanding bench skips that voice"
 # ---- end bench ---------------------------------------------------------------------------------------
 
+# ---- the shared store's tests (tests/store, tests/cluster) and the instances bench ------------------------
+# redis-server (the shared store) and haproxy (the load balancer of docs/deploy.md) are Debian packages: apt
+# installs them (as root, else through sudo) when missing, like espeak-ng. If that fails those tests skip
+# with the reason, so `make test` does not need root.
+.PHONY: redis-server
+test bench: redis-server
+redis-server:
+	@{ command -v redis-server >/dev/null && command -v haproxy >/dev/null; } || \
+	  { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server haproxy >/dev/null; } || \
+	  echo "make: could not install redis-server and haproxy (apt-get install redis-server haproxy); the shared-store tests skip"
+
 # ---- the web console's browser test (tests/console/test_browser_console.py) --------------------------
 # Headless Chromium and its WebDriver are Debian packages: apt installs them (as root, else through sudo) when
 # they are missing, like espeak-ng above; the stamp spares `make test` asking again. If that fails the test

@@ -162,6 +162,7 @@ LAYERS = {
     "wren.config": 0,
     "wren.privacy": 0,
     "wren.speech": 1,
+    "wren.store": 1,
     "wren.tools": 1,
     "wren.agent": 2,
     "wren.pipeline": 2,

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from shared_protocol import PROTOCOL_VERSIONS, ProtocolError, messages
 from wren.agent.engines.base import empty_prompts
-from wren.agent.http import API_KEY_FILE, load_or_create_api_key
+from wren.agent.http import API_KEY_FILE, load_or_create_api_key, new_api_key
 from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError, package_version
@@ -24,6 +24,7 @@ from wren.privacy import log_transcripts
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
+from wren.store import describe, shared_value
 from wren.transport.addresses import ServerUrls, server_urls
 from wren.transport.auth import check_auth_config
 from wren.transport.connection_limits import WrenRunner
@@ -76,7 +77,8 @@ class WrenServer:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.urls: list[ServerUrls] = []  # console, OTA and WebSocket URL per reachable address, once bound
-        self.api_key_path = Path(config.server.data_dir) / API_KEY_FILE
+        # Where POST /api/chat's key is kept, as `wren serve` names it: a file, or the shared store's key.
+        self.api_key_place = str(Path(config.server.data_dir) / API_KEY_FILE)
         self.api_key = ""  # POST /api/chat's key, read (or made) at start
         self.api_key_created = False  # made by this start: `wren serve` prints it, once
 
@@ -104,9 +106,11 @@ class WrenServer:
         self.app = build_web_app(services)
         timers = getattr(self.agent, "timers", None)
         if timers is not None:
-            timers.set_delivery(self.announce)  # timers going off are spoken on the device's live session
+            # Timers going off are spoken on the device's live session (with a shared store: only by the
+            # instance the device is connected to).
+            timers.set_delivery(self.announce, reachable=self.has_device)
         # POST /api/chat: text turns on the same port, for holders of the key (made at the first start).
-        self.api_key, self.api_key_created = load_or_create_api_key(self.api_key_path.parent)
+        self.api_key, self.api_key_created = self._load_api_key()
         add_chat_routes(self.app, self.agent, self.api_key, device_sessions=self.config.api.device_sessions)
         self._warm_fixed_phrases(loop)
         # WrenRunner: an AppRunner that also closes sockets sending no request ([limits] handshake_timeout_s).
@@ -130,6 +134,14 @@ class WrenServer:
                      url.ota, url.websocket)
         return int(self.port or 0)
 
+    def _load_api_key(self) -> tuple[str, bool]:
+        """The key in the data dir, or, with a shared store, the one every instance shares (made by the
+        first to start)."""
+        if not self.config.store.url:
+            return load_or_create_api_key(Path(self.config.server.data_dir))
+        self.api_key_place = f"{self.config.store.key_prefix}secret:api_key in {describe(self.config)}"
+        return shared_value(self.config, "api_key", new_api_key)
+
     def _warm_fixed_phrases(self, loop: asyncio.AbstractEventLoop) -> None:
         """Synthesise the agent's fixed phrases into the TTS phrase cache in the background, so that the
         first "You're welcome." of the day already starts at once (wren.speech.tts.phrase_cache)."""
@@ -144,6 +156,10 @@ class WrenServer:
     @property
     def sessions(self) -> set[Any]:
         return self.app[SESSIONS_KEY] if self.app is not None else set()
+
+    def has_device(self, session_key: str) -> bool:
+        """Whether a device of `session_key` is connected to this instance and can be spoken to."""
+        return any(s.session_key == session_key and s.can_announce for s in self.sessions)
 
     async def announce(self, session_key: str, text: str) -> bool:
         """The timers' delivery callback: speak `text` on the device of `session_key` (its newest live

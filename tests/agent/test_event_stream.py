@@ -11,7 +11,7 @@ from wren.agent.event_stream import EVENT_QUEUE_SIZE, EventStream
 from wren.agent.events import TextChunk, TurnEvent
 from wren.agent.loop import AgentLoop
 from wren.agent.messages import InboundMessage
-from wren.agent.store import SessionStore
+from wren.store.sqlite_sessions import SqliteSessionStore
 
 
 async def test_put_waits_while_full_and_get_makes_room():
@@ -81,7 +81,7 @@ class TalkativeEngine:
 
 async def talkative_agent(tmp_path: Path, total: int) -> tuple[AgentLoop, TalkativeEngine]:
     engine = TalkativeEngine(total)
-    agent = AgentLoop(engine, SessionStore(tmp_path / "sessions.sqlite3"))
+    agent = AgentLoop(engine, SqliteSessionStore(tmp_path / "sessions.sqlite3"))
     await agent.start()
     return agent, engine
 

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import make_mocked_request
 from wren.config import Config
+from wren.store.sqlite_devices import SqliteDeviceRegistry
 from wren.transport.auth import Authenticator
 from wren.transport.console import Console
 from wren.transport.console_devices import DeviceApprovals, change_refusal
-from wren.transport.pairing import DeviceRegistry
 
 from tests.console.test_console_api import Feed
 from tests.support.device import TestDevice
@@ -211,7 +211,7 @@ def _request(method: str, path: str, remote: str, headers: dict[str, str] | None
 @pytest.fixture
 def approvals(tmp_path) -> Any:
     config = Config()
-    registry = DeviceRegistry(tmp_path)
+    registry = SqliteDeviceRegistry(tmp_path)
     try:
         yield DeviceApprovals(Console(config, set(), Authenticator(config.auth, registry, "s" * 32)))
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from wren.transport.pairing import MAX_PENDING
+from wren.store.records import MAX_PENDING
 
 from tests.support.device import TestDevice
 

@@ -38,6 +38,10 @@ MAX_KEY_CHARS = 256  # a key is 43 characters; anything far longer is refused un
 CHAT_KEY = web.AppKey("wren_chat", object)
 
 
+def new_api_key() -> str:
+    return secrets.token_urlsafe(32)
+
+
 def load_or_create_api_key(data_dir: Path) -> tuple[str, bool]:
     """The API key in `<data_dir>/api_key`, and whether it was made just now (`wren serve` prints it then).
 
@@ -50,7 +54,7 @@ def load_or_create_api_key(data_dir: Path) -> tuple[str, bool]:
         if key:
             return key, False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key = secrets.token_urlsafe(32)
+    key = new_api_key()
     temporary = path.with_name(f".{API_KEY_FILE}.{secrets.token_hex(4)}")
     fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     try:

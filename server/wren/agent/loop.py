@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import datetime, tzinfo
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wren.agent.bus import MessageBus
@@ -23,10 +22,10 @@ from wren.agent.engines import make_engine
 from wren.agent.engines.base import Engine, render_empty_prompt
 from wren.agent.messages import InboundMessage, OutboundMessage
 from wren.agent.sessions import SessionTurns
-from wren.agent.store import SessionStore
 from wren.agent.timeparse import check_timezone_setting, local_timezone
 from wren.agent.timers import TimerService
 from wren.agent.turn import Turn, TurnDeps
+from wren.store import SessionStore, open_session_store
 from wren.tools.router import ToolRouter
 from wren.tools.spec import ToolSource
 
@@ -58,7 +57,9 @@ class AgentLoop:
         self.tool_timeout_s = tool_timeout_s
         self.bus = bus or MessageBus()
         # Who runs a turn for which key, and how many run at once; leftovers go back onto the bus.
-        self.sessions = SessionTurns(max_concurrent_turns, republish=self.bus.publish_inbound)
+        # The store's lease makes that one turn per key across every instance sharing the store.
+        self.sessions = SessionTurns(max_concurrent_turns, republish=self.bus.publish_inbound,
+                                     lease=store.turn_lease)
         # The IANA zone ([server] timezone) wins over the fixed offset; ValueError names a bad zone.
         self._tz: tzinfo = local_timezone(timezone_name, timezone_offset_minutes)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -71,10 +72,7 @@ class AgentLoop:
 
     @classmethod
     def from_config(cls, config: Config) -> AgentLoop:
-        from wren.config import default_data_dir
-
         check_timezone_setting(config.server.timezone)
-        data_dir = Path(config.server.data_dir or default_data_dir()).expanduser()  # never the working folder
         server_tools = None
         if config.mcp.config_file:
             from wren.tools.server_mcp import ServerMcpTools
@@ -82,7 +80,7 @@ class AgentLoop:
             server_tools = ServerMcpTools.from_file(config.mcp.config_file, config.mcp)
         return cls(
             make_engine(config),
-            SessionStore(data_dir / "sessions.sqlite3", config.agent.history_max_messages),
+            open_session_store(config),  # SQLite in the data dir, or the Redis store instances share
             server_tools=server_tools,
             max_concurrent_turns=config.agent.max_concurrent_turns,
             tool_timeout_s=config.mcp.tool_timeout_s,

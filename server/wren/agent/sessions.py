@@ -1,9 +1,11 @@
 """Who runs a turn for a session key, and how many turns run at once: the one owner of that policy.
 
 - One `asyncio.Lock` per session key, in a WeakValueDictionary (an idle key costs nothing: the lock goes
-  away with the last turn holding or awaiting it). Every entry point (voice `begin_turn`, the bus,
-  `process_direct`) takes it through `occupy()`: one turn at a time per key, and the next turn on a key
-  always sees the previous one's committed history.
+  away with the last turn holding or awaiting it), then the store's lease on the key
+  (`SessionStore.turn_lease`: a no-op for SQLite, a lease in Redis when instances share the store).
+  Every entry point (voice `begin_turn`, the bus, `process_direct`) takes both through `occupy()`: one
+  turn at a time per key, on every instance, and
+  the next turn on a key always sees the previous one's committed history.
 - A global gate (`asyncio.Semaphore`, `[agent] max_concurrent_turns`) bounds engine work across sessions.
   It is only reachable from an `Occupancy` (`engine_slot()`), so the lock is always taken before the gate:
   a turn queued behind another turn of its own key never holds an engine slot.
@@ -31,6 +33,7 @@ PENDING_QUEUE_SIZE = 20  # follow-ups queued per active bus turn; full -> offer(
 UNLIMITED_TURNS = 1_000_000  # the gate's size when `max_concurrent_turns` <= 0 (no limit configured)
 
 Republish = Callable[[InboundMessage], Awaitable[None]]
+Lease = Callable[[str], contextlib.AbstractAsyncContextManager[None]]  # SessionStore.turn_lease
 
 
 class Occupancy:
@@ -63,14 +66,20 @@ class Occupancy:
         return taken
 
 
+@contextlib.asynccontextmanager
+async def _no_lease(key: str) -> AsyncIterator[None]:
+    yield
+
+
 class SessionTurns:
     """Per-key locks, the global gate and the follow-up queues of active bus turns (see the module doc)."""
 
-    def __init__(self, max_concurrent_turns: int, republish: Republish) -> None:
+    def __init__(self, max_concurrent_turns: int, republish: Republish, lease: Lease | None = None) -> None:
         self._gate = asyncio.Semaphore(max_concurrent_turns if max_concurrent_turns > 0 else UNLIMITED_TURNS)
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._pending: dict[str, asyncio.Queue[InboundMessage]] = {}
         self._republish = republish  # where leftovers go once their turn ends (the bus's inbound side)
+        self._lease = lease or _no_lease  # the key across instances (a store shared with others)
 
     def offer(self, msg: InboundMessage) -> bool:
         """Queue a bus message into the active turn of its key. False means no turn takes it (none is
@@ -104,7 +113,7 @@ class SessionTurns:
         """
         leftovers: list[InboundMessage] = []
         try:
-            async with self._lock(key):
+            async with self._lock(key), self._lease(key):
                 queue = self._register(key) if accept_follow_ups else None
                 try:
                     yield Occupancy(key, self._gate, queue)

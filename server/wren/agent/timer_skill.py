@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from wren.agent.store import TimerRow
 from wren.agent.timeparse import (
     DurationFound,
     TimeOfDayFound,
@@ -27,6 +26,7 @@ from wren.agent.timeparse import (
     speak_when,
 )
 from wren.agent.timers import MAX_PER_SESSION, TimerLimitReached, TimerService
+from wren.store.records import TimerRow
 
 MAX_TIMER_S = 24 * 3600
 MAX_REQUEST_CHARS = 300

@@ -12,6 +12,12 @@ mid-way) stays undelivered and is offered again when the device says hello (`dev
 every `RETRY_S`. The session asks `has_pending()` / `status()` to keep an idle device's socket open
 and to tell the device about its timers.
 
+With a store other instances share (Redis, `store.shared`), a timer set through one instance may be due
+while its device is connected to another. Every instance then re-reads the pending timers when the store's
+`timers_version` changed (looked at every `SHARED_SYNC_S` and at each hello), speaks only timers whose
+device is connected to it (`reachable`), and claims a timer in the store before speaking it: it fires
+once across the cluster.
+
 One scheduler task sleeps until the next due time (at most `MAX_WAIT_S`, so wall-clock changes and
 retries are picked up) on the agent's clock (`AgentLoop.now`), the same clock the words were parsed
 with. Deliveries run in their own tasks, so a device that takes long to speak delays nobody else.
@@ -25,13 +31,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from wren.agent.store import SessionStore, TimerRow
 from wren.agent.timeparse import duration_adjective, speak_clock
 from wren.privacy import said
+from wren.store.records import SessionStore, TimerRow
 
 log = logging.getLogger(__name__)
 
 Delivery = Callable[[str, str], Awaitable[bool]]
+Reachable = Callable[[str], bool]  # is a device of this session key connected to this instance?
 
 KINDS = ("timer", "alarm", "reminder")
 MAX_PER_SESSION = 20  # pending timers, alarms and reminders per session key together
@@ -40,6 +47,8 @@ MAX_WAIT_S = 30.0  # the scheduler re-reads the clock at least this often
 RETRY_S = 15.0  # an announcement the device did not take is offered again after this
 LATE_S = 60.0  # later than this, the words say when it went off
 STALE_AFTER_S = 12 * 3600.0  # an announcement this late is dropped rather than spoken (no one waits for it)
+SHARED_SYNC_S = 0.5  # a shared store's timers are re-read (when changed) at least this often
+CLAIM_S = 120.0  # a claim to speak a timer lapses after this, should its instance die mid-way
 
 
 class TimerLimitReached(Exception):
@@ -56,14 +65,17 @@ class TimerService:
         self._connects: dict[str, int] = {}  # hellos per key: a delivery started before one may retry at once
         self._changed = asyncio.Event()
         self._delivery: Delivery | None = None
+        self._reachable: Reachable | None = None
+        self._version = -1  # the shared store's timers_version last read
         self._scheduler: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self._store.shared:
+            self._version = await self._store.timers_version()
         rows = await self._store.undelivered_timers()
-        for row in rows:
-            self._by_key.setdefault(row.session_key, {})[row.id] = row
+        self._by_key = self._grouped(rows)
         if rows:
             log.info("timers: %d pending from before the restart", len(rows))
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule(), name="wren-timers")
@@ -76,9 +88,11 @@ class TimerService:
         self._scheduler = None
         self._in_flight.clear()
 
-    def set_delivery(self, delivery: Delivery | None) -> None:
-        """Who speaks announcements (None: nobody, they wait). Offers every due one again at once."""
+    def set_delivery(self, delivery: Delivery | None, reachable: Reachable | None = None) -> None:
+        """Who speaks announcements (None: nobody, they wait), and, for a shared store, which keys have a
+        device here (None: all). Offers every due one again at once."""
         self._delivery = delivery
+        self._reachable = reachable
         self._retry_at.clear()
         self._changed.set()
 
@@ -157,11 +171,37 @@ class TimerService:
                 del self._by_key[timer.session_key]
         self._retry_at.pop(timer.id, None)
 
+    @staticmethod
+    def _grouped(rows: list[TimerRow]) -> dict[str, dict[int, TimerRow]]:
+        by_key: dict[str, dict[int, TimerRow]] = {}
+        for row in rows:
+            by_key.setdefault(row.session_key, {})[row.id] = row
+        return by_key
+
+    async def _sync(self) -> None:
+        """Re-read the pending timers if another instance (or this one) changed them in the shared store."""
+        try:
+            version = await self._store.timers_version()
+            if version == self._version:
+                return
+            rows = await self._store.undelivered_timers()
+        except Exception as exc:  # the store is unreachable: go on with what is known, try again soon
+            log.warning("timers: the shared store could not be read: %s", exc)
+            return
+        self._version = version
+        self._by_key = self._grouped(rows)
+
+    def _speaks_here(self, session_key: str) -> bool:
+        return not self._store.shared or self._reachable is None or self._reachable(session_key)
+
     async def _schedule(self) -> None:
         while True:
             self._changed.clear()  # before looking: a change made while we look wakes the wait below
-            now = self.clock()
             wait = MAX_WAIT_S
+            if self._store.shared:
+                await self._sync()
+                wait = SHARED_SYNC_S
+            now = self.clock()
             for timers in list(self._by_key.values()):
                 for timer in list(timers.values()):
                     if timer.id in self._in_flight:
@@ -172,8 +212,9 @@ class TimerService:
                     ready_at = max(timer.due_at, self._retry_at.get(timer.id, 0.0))
                     if ready_at > now:
                         wait = min(wait, ready_at - now)
-                    elif self._delivery is None:
-                        self._retry_at[timer.id] = now + RETRY_S  # nobody to speak to yet
+                    elif self._delivery is None or not self._speaks_here(timer.session_key):
+                        # Nobody to speak to yet (here: another instance may have the device).
+                        self._retry_at[timer.id] = now + (SHARED_SYNC_S if self._delivery else RETRY_S)
                     else:
                         task = asyncio.get_running_loop().create_task(self._deliver(timer, self._delivery))
                         self._in_flight[timer.id] = task
@@ -192,6 +233,10 @@ class TimerService:
     async def _deliver(self, timer: TimerRow, delivery: Delivery) -> None:
         connects = self._connects.get(timer.session_key, 0)
         try:
+            if not await self._store.claim_timer(timer.id, CLAIM_S):
+                # Spoken (or being spoken) by another instance: the next sync drops it.
+                self._retry_at[timer.id] = self.clock() + SHARED_SYNC_S
+                return
             text = self.announcement(timer)
             try:
                 heard = bool(await delivery(timer.session_key, text))
@@ -204,9 +249,15 @@ class TimerService:
                          said(text))
                 self._forget(timer)
                 await self._store.mark_timer_delivered(timer.id)
-            elif self._connects.get(timer.session_key, 0) == connects:
-                # Not connected (or cut off): kept, and offered again at the next hello or retry.
-                self._retry_at[timer.id] = self.clock() + RETRY_S
+            else:
+                await self._store.release_timer(timer.id)  # another instance may have the device now
+                if self._connects.get(timer.session_key, 0) == connects:
+                    # Not connected (or cut off): kept, and offered again at the next hello or retry.
+                    self._retry_at[timer.id] = self.clock() + RETRY_S
+        except Exception:
+            log.exception("timers: %s %d of %s could not be delivered", timer.kind, timer.id,
+                          timer.session_key)
+            self._retry_at[timer.id] = self.clock() + RETRY_S
         finally:
             self._in_flight.pop(timer.id, None)
             self._changed.set()

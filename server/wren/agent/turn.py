@@ -33,7 +33,7 @@ from wren.agent.event_stream import EventStream
 from wren.agent.events import TextChunk, TurnEvent
 from wren.agent.messages import InboundMessage
 from wren.agent.sessions import Occupancy, SessionTurns
-from wren.agent.store import HistoryRow, SessionStore
+from wren.store.records import HistoryRow, SessionStore
 from wren.tools.router import ToolRouter
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class Turn:
             await self._wait_recorded()
             if self._last_reply_row is not None:
                 self._interrupted = True
-                await self.deps.store.amend_reply(self._last_reply_row, spoken_text)
+                await self.deps.store.amend_reply(self.session_key, self._last_reply_row, spoken_text)
                 if self.replies:
                     self.replies[-1] = spoken_text
             return

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from wren.config import ConfigError, load_config
+from wren.store import DeviceRegistry, describe, open_device_registry, pairing_secret, unreachable_errors
 from wren.transport.auth import check_secret, sign_token
-from wren.transport.pairing import DeviceRegistry, load_or_create_secret
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         if config.auth.secret:
             check_secret(config.auth.secret)
-        data_dir = Path(config.server.data_dir)
-        registry = DeviceRegistry(data_dir)
+        registry = open_device_registry(config)
     except ConfigError as exc:
         print(f"wren devices: {exc}", file=sys.stderr)
         return 2
@@ -52,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
         if config.auth.mode != "pair":
             print(f"note: [auth] mode is {config.auth.mode!r}; pairings count only in mode 'pair'",
                   file=sys.stderr)
-        return _act(args, registry, config.auth.secret or load_or_create_secret(data_dir))
+        return _act(args, registry, pairing_secret(config))
+    except unreachable_errors(config) as exc:
+        print(f"wren devices: the store at {describe(config)} cannot be reached: {exc}", file=sys.stderr)
+        return 1
     finally:
         registry.close()
 

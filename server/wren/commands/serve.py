@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
 from wren.commands.logs import configure_logging
 from wren.config import ConfigError, load_config, package_version
@@ -43,7 +42,7 @@ def admission_note(mode: str, port: int = 8000) -> str:
     return "Auth mode 'token': devices need a token from `wren token` (or [auth] allowed_devices)."
 
 
-def api_key_note(path: Path, key: str, created: bool) -> str:
+def api_key_note(path: str, key: str, created: bool) -> str:
     """Where `POST /api/chat`'s key is; the key itself only on the start that made it (it is shown once,
     not on every start, so it does not pile up in logs and terminals)."""
     if created:
@@ -65,7 +64,7 @@ async def _serve(args: argparse.Namespace) -> None:
     print(f"Wren server {package_version()} listening on port {port}; from this network:", flush=True)
     print("\n".join(describe(server.urls, config.server.public_ws_url)), flush=True)
     print(admission_note(config.auth.mode, port), flush=True)
-    print(api_key_note(server.api_key_path, server.api_key, server.api_key_created), flush=True)
+    print(api_key_note(server.api_key_place, server.api_key, server.api_key_created), flush=True)
     try:
         await stop.wait()
     finally:

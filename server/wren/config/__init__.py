@@ -29,6 +29,7 @@ from wren.config.sections import (
     LimitsConfig,
     McpConfig,
     ServerConfig,
+    StoreConfig,
     TtsConfig,
     VadConfig,
     default_data_dir,
@@ -47,6 +48,7 @@ __all__ = [
     "LimitsConfig",
     "McpConfig",
     "ServerConfig",
+    "StoreConfig",
     "TtsConfig",
     "VadConfig",
     "check_choices",
@@ -148,6 +150,12 @@ def check_choices(config: Config) -> None:
         setattr(section, key, value)
     if not 0 <= config.server.port <= 65535:
         raise ConfigError(f"server.port must be 0..65535 (got {config.server.port})")
+    url = config.store.url.strip()
+    if url and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"store.url must be empty (SQLite) or redis://, rediss:// or unix:// (got {url!r})")
+    config.store.url = url
+    if config.store.lease_s < 1:
+        raise ConfigError(f"store.lease_s must be at least 1 second (got {config.store.lease_s})")
 
 
 def config_path(path: str | os.PathLike | None, env: typing.Mapping[str, str]) -> str | None:

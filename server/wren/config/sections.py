@@ -199,6 +199,20 @@ class ApiConfig:
 
 
 @dataclass
+class StoreConfig:
+    """Where sessions, history, engine state, timers, paired devices and secrets live (wren.store)."""
+
+    # Empty = SQLite files in the data dir (one instance). `redis://host:6379/0` (Redis or Valkey; also
+    # `rediss://`, `unix://`) shares them between several `wren serve` instances: see docs/deploy.md.
+    url: str = ""
+    # Prefix of every key in Redis, so that several Wren deployments can share one database.
+    key_prefix: str = "wren:"
+    # A turn holds its session key in the store for this long, renewed while it runs; a crashed instance's
+    # keys are free again after it.
+    lease_s: float = 15.0
+
+
+@dataclass
 class LimitsConfig:
     """What one device may ask of the server; past each bound the documented thing happens (docs/server.md,
     "Limits"), never an unbounded queue."""
@@ -257,4 +271,5 @@ class Config:
     mcp: McpConfig = field(default_factory=McpConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)

@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 
 from wren.config import AuthConfig, ConfigError
+from wren.store.records import DeviceRegistry, token_digest
 from wren.transport.identity import DeviceIdentity
-from wren.transport.pairing import DeviceRegistry, token_digest
 
 log = logging.getLogger(__name__)
 

@@ -39,9 +39,9 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from shared_protocol.constants import CLOSE_UNAUTHORIZED
+from wren.store.records import CODE_TTL_S
 from wren.transport.console import SECURITY_HEADERS, Console
 from wren.transport.identity import MAX_ID_CHARS, shown_id
-from wren.transport.pairing import CODE_TTL_S
 
 log = logging.getLogger(__name__)
 

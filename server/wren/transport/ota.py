@@ -34,9 +34,9 @@ from aiohttp import web
 
 from wren.agent.timeparse import local_timezone
 from wren.config import Config, package_version
+from wren.store.records import PairedDevice, token_digest
 from wren.transport.auth import Authenticator
 from wren.transport.identity import DeviceIdentity, id_problem, shown_id
-from wren.transport.pairing import PairedDevice, token_digest
 
 log = logging.getLogger(__name__)
 

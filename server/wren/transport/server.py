@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +11,7 @@ from aiohttp import web
 from shared_protocol.constants import CLOSE_GOING_AWAY
 from wren.config import Config
 from wren.session import SessionServices
+from wren.store import open_device_registry, pairing_secret
 from wren.transport.auth import Authenticator
 from wren.transport.connection_limits import (
     HANDSHAKE_KEY,
@@ -24,7 +24,6 @@ from wren.transport.console import add_console_routes
 from wren.transport.console_devices import add_device_routes
 from wren.transport.metrics import ServerMetrics, add_metrics_route
 from wren.transport.ota import make_activate_handler, make_ota_handler, make_ota_info_handler
-from wren.transport.pairing import DeviceRegistry, load_or_create_secret
 from wren.transport.websocket import STATUS_TEXT, make_websocket_handler
 
 log = logging.getLogger(__name__)
@@ -40,12 +39,11 @@ def _both(path: str) -> list[str]:
 
 
 def make_authenticator(config: Config) -> Authenticator:
-    """Pair mode keeps its paired devices and (unless `[auth] secret` is set) its secret in the data dir."""
+    """Pair mode keeps its paired devices and (unless `[auth] secret` is set) its secret in the store: the
+    data dir, or the Redis store that several instances share (wren.store)."""
     if config.auth.mode != "pair":
         return Authenticator(config.auth)
-    data_dir = Path(config.server.data_dir)
-    secret = config.auth.secret or load_or_create_secret(data_dir)
-    return Authenticator(config.auth, DeviceRegistry(data_dir), secret)
+    return Authenticator(config.auth, open_device_registry(config), pairing_secret(config))
 
 
 def build_web_app(services: SessionServices) -> web.Application:

@@ -17,21 +17,25 @@ Bounded: at most `MAX_PENDING` open requests (the oldest is dropped first), each
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+
+from wren.store.records import (
+    CODE_TTL_S,
+    MAX_PENDING,
+    PairedDevice,
+    PairingRequest,
+    TokenSigner,
+    token_digest,
+)
 
 FILE_NAME = "devices.sqlite3"
 SECRET_FILE = "auth_secret"
-CODE_TTL_S = 600.0
-MAX_PENDING = 32
-TokenSigner = Callable[[str, str, int], str]  # (client_id, device_id, signed at) -> token
 PAIRED = "device_id, client_id, signed_at, token_sha256, approved_at"
 PENDING = "code, device_id, client_id, remote, created_at"
 SCHEMA = """
@@ -44,15 +48,15 @@ CREATE TABLE IF NOT EXISTS pending (
 """
 
 
-def token_digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def _private_file(path: Path) -> None:
     """Create `path` 0600 before anyone writes to it (SQLite's -journal files take the same mode)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def new_secret() -> str:
+    return secrets.token_hex(32)
 
 
 def load_or_create_secret(data_dir: Path) -> str:
@@ -63,29 +67,11 @@ def load_or_create_secret(data_dir: Path) -> str:
         _private_file(path)
         with open(path, "r+", encoding="ascii") as f:
             if not f.read().strip():
-                f.write(secrets.token_hex(32) + "\n")
+                f.write(new_secret() + "\n")
     return path.read_text(encoding="ascii").strip()
 
 
-@dataclass(frozen=True)
-class PairedDevice:
-    device_id: str
-    client_id: str
-    signed_at: int
-    token_sha256: str
-    approved_at: float
-
-
-@dataclass(frozen=True)
-class PairingRequest:
-    code: str
-    device_id: str
-    client_id: str
-    remote: str
-    created_at: float
-
-
-class DeviceRegistry:
+class SqliteDeviceRegistry:
     def __init__(self, data_dir: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(data_dir) / FILE_NAME
         self._clock = clock

@@ -18,12 +18,12 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from wren.store.records import DELIVERED_TIMERS_KEPT_S, HistoryRow, TimerRow, trim_to_exchange
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -53,35 +53,18 @@ CREATE TABLE IF NOT EXISTS timers (
 );
 CREATE INDEX IF NOT EXISTS timers_pending ON timers (delivered, due_at);
 """
-DELIVERED_TIMERS_KEPT_S = 7 * 24 * 3600  # spoken timers stay a week (for inspection), then are pruned
-
 _INSERT_SQL = "INSERT INTO messages (session_key, role, content, created_at, meta) VALUES (?, ?, ?, ?, ?)"
 _AMEND_SQL = (
-    "UPDATE messages SET content = ?, meta = json_set(meta, '$.interrupted', json('true')) WHERE id = ?"
+    "UPDATE messages SET content = ?, meta = json_set(meta, '$.interrupted', json('true')) "
+    "WHERE id = ? AND session_key = ?"
 )
 
 
-@dataclass
-class HistoryRow:
-    role: str  # "user" or "assistant"
-    content: str
-    meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"interrupted": true}
+class SqliteSessionStore:
+    """One instance's store (`[store] url` empty): see the module doc."""
 
+    shared = False  # one process: its own lock serialises turns, its timers are its own
 
-@dataclass
-class TimerRow:
-    """A timer, alarm or reminder of one session (`kind`: timer, alarm, reminder); times in epoch seconds."""
-
-    id: int
-    session_key: str
-    kind: str
-    label: str
-    due_at: float
-    created_at: float
-    delivered: bool = False
-
-
-class SessionStore:
     def __init__(self, path: str | Path, history_max_messages: int = 40) -> None:
         self.path = Path(path)
         self.history_max_messages = max(2, history_max_messages)
@@ -138,8 +121,7 @@ class SessionStore:
         history = [
             HistoryRow(role, content, json.loads(meta or "{}")) for role, content, meta in reversed(rows)
         ]
-        while history and history[0].role != "user":
-            history.pop(0)  # never start mid-exchange after a trim
+        trim_to_exchange(history)
         found = self._conn.execute(
             "SELECT state FROM engine_state WHERE session_key = ? AND engine = ?", (session_key, engine)
         ).fetchone()
@@ -152,15 +134,13 @@ class SessionStore:
         """Append the turn's rows, save the engine state and trim, all in one transaction; row ids."""
         return await self._run(self._commit_sync, session_key, engine, rows, state)
 
-    async def amend_reply(self, row_id: int, spoken_text: str) -> None:
+    async def amend_reply(self, session_key: str, row_id: int, spoken_text: str) -> None:
         """Replace a recorded answer by what was actually spoken (barge-in during playback)."""
-        await self._run(self._amend_sync, row_id, spoken_text)
+        await self._run(self._execute_sync, _AMEND_SQL, (spoken_text, row_id, session_key))
 
-    def _amend_sync(self, row_id: int, spoken_text: str) -> None:
-        assert self._conn is not None
-        self._conn.execute(
-            _AMEND_SQL, (spoken_text, row_id),
-        )
+    @contextlib.asynccontextmanager
+    async def turn_lease(self, session_key: str) -> AsyncIterator[None]:
+        yield  # one process: the agent's lock per key is the whole story
 
     def _commit_sync(
         self, session_key: str, engine: str, rows: list[HistoryRow], state: dict[str, Any] | None
@@ -228,6 +208,20 @@ class SessionStore:
             "ORDER BY due_at, id"
         ).fetchall()
         return [TimerRow(*row) for row in rows]
+
+    async def timers_version(self) -> int:
+        return 0  # nobody else changes them
+
+    async def claim_timer(self, timer_id: int, lease_s: float) -> bool:
+        """Still undelivered (no other instance could be speaking it: there is none)."""
+        return await self._run(
+            lambda: self._conn.execute(  # type: ignore[union-attr]
+                "SELECT 1 FROM timers WHERE id = ? AND delivered = 0", (timer_id,)
+            ).fetchone() is not None
+        )
+
+    async def release_timer(self, timer_id: int) -> None:
+        return None
 
     async def mark_timer_delivered(self, timer_id: int) -> None:
         await self._run(self._execute_sync, "UPDATE timers SET delivered = 1 WHERE id = ?", (timer_id,))
