@@ -94,6 +94,8 @@ class WrenServer:
 
             self.agent = AgentLoop.from_config(self.config)
             await self.agent.start()
+            shared = " (shared with the other instances using it)" if self.config.store.url else ""
+            log.info("store: %s%s", describe(self.config), shared)
         services = SessionServices(
             config=self.config,
             speech=self.speech,
