@@ -8,7 +8,7 @@ import time
 
 import pytest
 import redis
-from wren.store.records import HistoryRow, SessionStore, TimerRow
+from wren.store.records import HistoryRow, SessionStore, StoreUnreachable, TimerRow
 from wren.store.redis_sessions import RedisSessionStore
 
 
@@ -138,5 +138,5 @@ async def test_only_one_instance_claims_a_timer(two_instances) -> None:
 
 async def test_a_store_that_cannot_be_reached_fails_at_open_with_its_reason() -> None:
     store = RedisSessionStore("redis://127.0.0.1:1/0")
-    with pytest.raises(redis.ConnectionError):
+    with pytest.raises(StoreUnreachable, match=r"127\.0\.0\.1:1.* cannot be reached"):
         await store.open()

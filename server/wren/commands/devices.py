@@ -15,7 +15,14 @@ import sys
 import time
 
 from wren.config import ConfigError, load_config
-from wren.store import DeviceRegistry, describe, open_device_registry, pairing_secret, unreachable_errors
+from wren.store import (
+    DeviceRegistry,
+    StoreUnreachable,
+    describe,
+    open_device_registry,
+    pairing_secret,
+    unreachable_errors,
+)
 from wren.transport.auth import check_secret, sign_token
 
 
@@ -52,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         return _act(args, registry, pairing_secret(config))
     except unreachable_errors(config) as exc:
-        print(f"wren devices: the store at {describe(config)} cannot be reached: {exc}", file=sys.stderr)
+        reason = exc if isinstance(exc, StoreUnreachable) else (
+            f"the store at {describe(config)} cannot be reached: {exc}")
+        print(f"wren devices: {reason}", file=sys.stderr)
         return 1
     finally:
         registry.close()

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `wren --version` and `wren config` should not load the speech stack.
     from wren.speech.asr.errors import AsrError
     from wren.speech.tts.base import TtsError
+    from wren.store import StoreUnreachable
     from wren.tools.server_mcp import ServerConfigError
 
     # Everything the server writes (sessions, timers, the API key, logs it opens) is the owner's alone.
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     try:
         asyncio.run(_serve(args))
-    except (ConfigError, ServerConfigError, AsrError, TtsError) as exc:
+    except (ConfigError, ServerConfigError, AsrError, TtsError, StoreUnreachable) as exc:
         # A setting that cannot work (AsrError/TtsError here: a model or voice that cannot be loaded).
         print(f"wren serve: {exc}", file=sys.stderr)
         return 2

@@ -203,7 +203,8 @@ class StoreConfig:
     """Where sessions, history, engine state, timers, paired devices and secrets live (wren.store)."""
 
     # Empty = SQLite files in the data dir (one instance). `redis://host:6379/0` (Redis or Valkey; also
-    # `rediss://`, `unix://`) shares them between several `wren serve` instances: see docs/deploy.md.
+    # `rediss://`, `unix://`): sessions, history, timers, paired devices and secrets live there, shared by
+    # every `wren serve` instance with the same URL (docs/deploy.md, "Several instances").
     url: str = ""
     # Prefix of every key in Redis, so that several Wren deployments can share one database.
     key_prefix: str = "wren:"

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from wren.config import Config
-from wren.store.records import DeviceRegistry, SessionStore
+from wren.store.records import DeviceRegistry, SessionStore, StoreUnreachable, redacted
 
 SESSIONS_FILE = "sessions.sqlite3"
 
@@ -57,21 +56,16 @@ def pairing_secret(config: Config) -> str:
 
 def describe(config: Config) -> str:
     """Where the store is, for logs and messages: the data dir, or the Redis URL without its password."""
-    if not config.store.url:
-        return str(Path(config.server.data_dir))
-    parts = urlsplit(config.store.url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return redacted(config.store.url) if config.store.url else str(Path(config.server.data_dir))
 
 
 def unreachable_errors(config: Config) -> tuple[type[Exception], ...]:
     """What the configured store raises when it cannot be reached (for a clear message, not a trace)."""
     if not config.store.url:
-        return (OSError,)
+        return (OSError, StoreUnreachable)
     import redis
 
-    return (OSError, redis.RedisError)
+    return (OSError, redis.RedisError, StoreUnreachable)
 
 
 def shared_value(config: Config, name: str, make: Callable[[], str]) -> tuple[str, bool]:
@@ -82,5 +76,5 @@ def shared_value(config: Config, name: str, make: Callable[[], str]) -> tuple[st
     return shared_secret(config.store.url, config.store.key_prefix, name, make)
 
 
-__all__ = ["DeviceRegistry", "SessionStore", "describe", "open_device_registry", "open_session_store",
-           "pairing_secret", "shared_value", "unreachable_errors"]
+__all__ = ["DeviceRegistry", "SessionStore", "StoreUnreachable", "describe", "open_device_registry",
+           "open_session_store", "pairing_secret", "shared_value", "unreachable_errors"]

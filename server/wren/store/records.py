@@ -20,6 +20,20 @@ MAX_PENDING = 32  # open pairing requests at most; the oldest is dropped first
 TokenSigner = Callable[[str, str, int], str]  # (client_id, device_id, signed at) -> token
 
 
+class StoreUnreachable(Exception):
+    """The configured store cannot be reached (at start): the message says where and why."""
+
+
+def redacted(url: str) -> str:
+    """A store URL without its password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 @dataclass
 class HistoryRow:
     role: str  # "user" or "assistant"

@@ -27,7 +27,9 @@ from wren.store.records import (
     MAX_PENDING,
     PairedDevice,
     PairingRequest,
+    StoreUnreachable,
     TokenSigner,
+    redacted,
     token_digest,
 )
 
@@ -44,11 +46,15 @@ def connect_sync(url: str) -> Any:
 def shared_secret(url: str, key_prefix: str, name: str, make: Callable[[], str]) -> tuple[str, bool]:
     """The value of `name` in the store, made by `make` if no instance has made it yet; and whether this
     call made it."""
+    import redis
+
     client = connect_sync(url)
     try:
         key = f"{key_prefix}secret:{name}"
         created = bool(client.set(key, make(), nx=True))
         return str(client.get(key)), created
+    except (OSError, redis.RedisError) as exc:
+        raise StoreUnreachable(f"the store at {redacted(url)} cannot be reached: {exc}") from exc
     finally:
         client.close()
 

@@ -29,7 +29,14 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from wren.store.records import DELIVERED_TIMERS_KEPT_S, HistoryRow, TimerRow, trim_to_exchange
+from wren.store.records import (
+    DELIVERED_TIMERS_KEPT_S,
+    HistoryRow,
+    StoreUnreachable,
+    TimerRow,
+    redacted,
+    trim_to_exchange,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +111,15 @@ class RedisSessionStore:
 
     async def open(self) -> None:
         if self._redis is None:
-            self._redis = connect(self.url)
-            await self._redis.ping()  # a wrong URL or a stopped server fails the start, with its reason
+            import redis
+
+            client = connect(self.url)
+            try:
+                await client.ping()  # a wrong URL or a stopped server fails the start, with its reason
+            except (OSError, redis.RedisError) as exc:
+                await client.aclose()
+                raise StoreUnreachable(f"the store at {redacted(self.url)} cannot be reached: {exc}") from exc
+            self._redis = client
 
     async def close(self) -> None:
         if self._redis is not None:
