@@ -1,8 +1,8 @@
 """Timers, alarms and reminders: kept per session, persisted, and spoken on the device when due.
 
-`TimerService` (one per AgentLoop) owns every pending timer of every session key. Each one is a row of
-the `timers` table (`wren.agent.store`), so they survive a restart: `start()` loads the undelivered ones
-and a timer that fell due while the server was down fires at once.
+`TimerService` (one per AgentLoop) owns every pending timer of every session key. Each one is kept in the
+session store (`wren.store`), so they survive a restart: `start()` loads the undelivered ones and a timer
+that fell due while the server was down fires at once.
 
 The agent never talks to a device itself (dependencies point transport → session → agent). Whoever
 owns the live sessions hands the service a *delivery callback*, `async (session_key, text) -> bool`

@@ -1,5 +1,6 @@
-"""Device admission: `pair` (the default: devices the owner approved by their code, wren.transport.pairing),
-`token` (HMAC-signed tokens bound to a device, plus an allowlist) or `open` (anyone, for a lab).
+"""Device admission: `pair` (the default: devices the owner approved by their code, kept by the device
+registry of wren.store), `token` (HMAC-signed tokens bound to a device, plus an allowlist) or `open`
+(anyone, for a lab).
 
 Token format: `<signature>.<ts>`, sent as `Authorization: Bearer <token>`, where
     signature = base64url(HMAC-SHA256(secret, message)) without padding (43 characters)
