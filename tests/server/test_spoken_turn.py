@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from tests.server.helpers import assert_complete_reply, plain, recognise, speak, words
+from tests.server.helpers import assert_complete_reply, heard_a_time, plain, recognise, speak, words
 from tests.support.device import TestDevice
 from tests.support.spoken import spoken_pcm
 
 # (what the user says, words the server must recognise, words the spoken reply must contain)
 QUESTIONS = [
-    ("what time is it", {"what", "time"}, {"it's"}),
+    ("what time is it", {"what", "time"}, None),  # the time's words: heard_a_time
     ("what day is it", {"what", "day"}, {"today", "is"}),
     ("thank you very much", {"thank", "you"}, {"welcome"}),
 ]
@@ -32,6 +32,9 @@ async def test_spoken_questions_get_spoken_answers_in_one_session(server, mode):
             assert_complete_reply(dev, reply)
             assert reply.emotions, "an llm emotion frame precedes the words"
             heard = recognise(*dev.decode_reply(reply))
+            if expected_reply is None:
+                assert heard_a_time(words(heard)), (reply.text, heard)
+                continue
             assert expected_reply & words(reply.text), reply.text  # the words we meant to say…
             assert expected_reply <= words(heard), (reply.text, heard)  # …are the words one hears
         # Many turns, one connection, one session id on everything the server sent.
@@ -50,7 +53,7 @@ async def test_pcm_device_gets_pcm_downlink_at_its_own_rate(server):
         assert {"what", "time"} <= words(reply.stt or "")
         assert all(len(f.payload) == 16000 * 60 // 1000 * 2 for f in reply.frames)
         assert_complete_reply(dev, reply)
-        assert "it's" in words(recognise(*dev.decode_reply(reply)))
+        assert heard_a_time(words(recognise(*dev.decode_reply(reply))))
 
 
 @pytest.mark.parametrize("version", [2, 3])

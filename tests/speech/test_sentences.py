@@ -182,3 +182,13 @@ def test_only_the_first_chunk_is_cut_by_words():
     splitter = SentenceSplitter()
     assert splitter.feed("Yes. ") == ["Yes."]
     assert splitter.feed("the quick brown fox jumps over the lazy dog every single ") == []
+
+
+def test_clock_times_are_said_as_people_say_them():
+    # piper reads "6:07" as "six zero seven", which the recogniser (and people) mishear as "at six zero".
+    assert clean_for_speech("It's 6:07 PM.") == "It's 6 oh 7 PM."
+    assert clean_for_speech("It's 6:45 PM.") == "It's 6 45 PM."
+    assert clean_for_speech("It's 7:00 AM. Time to wake up.") == "It's 7 AM. Time to wake up."
+    assert clean_for_speech("The train leaves at 18:00.") == "The train leaves at 18 hundred."
+    untouched = "It ran 10:30:15 and the score was 3:2."
+    assert clean_for_speech(untouched) == untouched

@@ -190,6 +190,24 @@ def _is_emoji_or_symbol(ch: str) -> bool:
     return code in (0x200D, 0x20E3) or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF
 
 
+_CLOCK = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b(?!:\d)")
+_DAY_HALF = re.compile(r"\s*(?:[AaPp]\.?[Mm]\b\.?)")
+
+
+def _say_clock(match: re.Match[str]) -> str:
+    hour, minute = match.group(1).lstrip("0") or "0", match.group(2)
+    if minute == "00":  # "6:00 PM" → "6 PM"; "18:00" → "18 hundred"
+        followed_by_half = _DAY_HALF.match(match.string, match.end()) is not None
+        return hour if followed_by_half else f"{hour} hundred"
+    return f"{hour} oh {minute[1]}" if minute[0] == "0" else f"{hour} {minute}"
+
+
+def say_clock_times(text: str) -> str:
+    """Clock times as people say them: "6:07" → "6 oh 7", "6:45" → "6 45", "6:00 PM" → "6 PM" (piper
+    reads "6:07" as "six zero seven", which listeners and recognisers mishear)."""
+    return _CLOCK.sub(_say_clock, text)
+
+
 def clean_for_speech(text: str) -> str:
     """Strip what TTS cannot say: markdown (code, links, emphasis, headings, bullets, tables), URLs and
     emoji/pictographs. Keeps words, numbers, ordinary punctuation and CJK text."""
@@ -220,4 +238,4 @@ def clean_for_speech(text: str) -> str:
     )
     text = re.sub(r"\s+([,.!?;:])", r"\1", text)
     text = re.sub(r"(,\s*){2,}", ", ", text).strip(" ,")
-    return text
+    return say_clock_times(text)
