@@ -22,6 +22,7 @@ from wren.config import Config, ConfigError, package_version
 from wren.pipeline.tts_scheduler import TtsScheduler
 from wren.privacy import log_transcripts
 from wren.session import SessionServices
+from wren.session.reply import HOLD_PHRASE
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
 from wren.store import describe, shared_value
@@ -152,6 +153,8 @@ class WrenServer:
             return
         fixed = getattr(self.agent.engine, "fixed_phrases", None)
         phrases = [*empty_prompts(), *(fixed() if callable(fixed) else [])]
+        if self.config.agent.hold_phrase_after_ms > 0:
+            phrases.append(HOLD_PHRASE)  # said when an engine is slow to begin: it must start at once
         warming = loop.run_in_executor(None, warm, phrases)
         warming.add_done_callback(_log_warm_failure)
 

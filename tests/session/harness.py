@@ -169,6 +169,9 @@ class AgentTurn:
     def __aiter__(self):
         return self._events()
 
+    async def ready(self, timeout: float) -> bool:
+        return True  # the first words come at once (a held reply waits only after them)
+
     async def _events(self):
         if not self.held:
             yield TextChunk(ANSWER)

@@ -58,6 +58,17 @@ class EventStream(Generic[T]):
         self._update()
         return item
 
+    async def readable(self, timeout: float) -> bool:
+        """Whether an item (or the end) can be got at once, waiting up to `timeout` s for it; consumes
+        nothing, and is safe to time out."""
+        if not self._readable.is_set():
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._readable.wait()
+            except TimeoutError:
+                return False
+        return True
+
     def close(self) -> None:
         """End the stream: wakes a waiting `get()` and a waiting `put()`. Idempotent; never waits."""
         self._closed = True

@@ -182,6 +182,10 @@ class Turn:
     def __aiter__(self) -> AsyncIterator[TurnEvent]:
         return self
 
+    async def ready(self, timeout: float) -> bool:
+        """Whether the next event is there (or the turn is over), waiting up to `timeout` s; takes nothing."""
+        return self._stopped or await self._events.readable(timeout)
+
     async def __anext__(self) -> TurnEvent:
         if self._stopped:
             raise StopAsyncIteration

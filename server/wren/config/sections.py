@@ -172,6 +172,10 @@ class AgentConfig:
     system_prompt: str = (
         "You are Wren, a friendly voice assistant. Answer in one or two short spoken sentences."
     )
+    # When the engine has said nothing this long after a spoken or typed question (a slow LLM, a busy box,
+    # a slow tool), the device says "One moment." (cached audio) instead of staying silent, then the
+    # answer. 0 = never.
+    hold_phrase_after_ms: int = 1500
 
 
 @dataclass

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 AGENT_FRAMES = 64  # text deltas and emotions waiting for the sentence splitter
 SENTENCES = 16  # sentences waiting for TTS
 PACKET_AHEAD_MS = 3000  # encoded audio waiting for the pacer (beyond the pacer's own pre-buffer)
+HOLD_PHRASE = "One moment."  # said when the engine is slow to begin (`[agent] hold_phrase_after_ms`)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class ReplyContext:
     on_audio: Callable[[], None]  # outgoing speech is activity (reference §10 row 12)
     timing_sink: TimingSink | None = None  # gets each turn's timing record when the turn ends
     tts_scheduler: TtsScheduler | None = None  # shared by all sessions; None: a private one per turn
+    hold_phrase_after_s: float = 0.0  # engine silent this long: HOLD_PHRASE first (0 = never)
 
 
 class _TurnSink:
@@ -101,6 +103,7 @@ class ReplyTurn:
         self.spoken: list[str] = []  # sentences whose audio started going out
         self._agent_turn: Any = None  # the agent's turn, once the agent was asked
         self._agent_done = False
+        self._held = False  # HOLD_PHRASE went to the pipeline before the answer
         source = "prompt" if request.user_text is None else "text" if request.typed else "speech"
         self.timing = TurnTiming(ctx.device_id, source, turn_id, sink=ctx.timing_sink,
                                  heard=request.user_text or "")
@@ -174,16 +177,36 @@ class ReplyTurn:
             metadata={"session_id": ctx.outbox.session_id, "client_id": ctx.client_id},
         )
         self._agent_turn = ctx.agent.begin_turn(msg, device_tools=ctx.device_tools())
-        async for event in self._agent_turn:
+        turn = self._agent_turn
+        events = aiter(turn)
+        loop = asyncio.get_running_loop()
+        # Until the first words: past this moment the hold phrase is said (None: never, or said already).
+        hold_at = loop.time() + ctx.hold_phrase_after_s if ctx.hold_phrase_after_s > 0 else None
+        while True:
+            if hold_at is not None and not await turn.ready(max(0.0, hold_at - loop.time())):
+                hold_at, self._held = None, True  # a person hears that they were heard, not silence
+                log.info("%s: %s: no words from the engine in %.1f s; saying %r first", ctx.outbox.name,
+                         self, ctx.hold_phrase_after_s, HOLD_PHRASE)
+                yield Sentence(HOLD_PHRASE)
+            event = await anext(events, None)
+            if event is None:
+                break
             if isinstance(event, Emotion):
                 yield EmotionFrame(event.name)
             elif isinstance(event, TextChunk):
+                if event.text.strip():
+                    hold_at = None
                 yield TextDelta(event.text)
         self._agent_done = True
 
+    def answer_spoken(self) -> str:
+        """What the person heard of the answer itself (the hold phrase is not part of it)."""
+        spoken = self.spoken[1:] if self._held and self.spoken[:1] == [HOLD_PHRASE] else self.spoken
+        return " ".join(spoken)
+
     async def _interrupt_agent(self) -> None:
         try:
-            await asyncio.shield(self._agent_turn.interrupt(" ".join(self.spoken)))
+            await asyncio.shield(self._agent_turn.interrupt(self.answer_spoken()))
         except asyncio.CancelledError:
             pass
         except Exception:

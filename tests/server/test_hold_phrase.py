@@ -1,0 +1,95 @@
+"""`[agent] hold_phrase_after_ms` (issue 11, admission): when the engine is slow to begin, the device hears
+"One moment." (cached audio) instead of silence, then the answer; a fast engine never says it, and the
+conversation's history keeps only the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.agent.llm_server import ScriptedLLM, text_chunks
+from tests.server.conftest import ServerThread
+from tests.server.helpers import assert_complete_reply
+from tests.support.device import TestDevice
+
+HOLD_MS = 600
+
+
+async def _late(seconds: float, *parts: str) -> AsyncIterator[dict[str, Any]]:
+    await asyncio.sleep(seconds)
+    for chunk in text_chunks(*parts):
+        yield chunk
+
+
+def _script(body: dict[str, Any]) -> Any:
+    if body["messages"][-1]["content"] == "think hard":
+        return _late(HOLD_MS / 1000 + 1.0, "Forty", "-two.")
+    return text_chunks("Hello", " there.")
+
+
+@pytest.fixture(scope="module")
+def slow_llm() -> Iterator[ScriptedLLM]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="slow-llm", daemon=True)
+    thread.start()
+    llm = ScriptedLLM()
+    llm.script = _script
+    asyncio.run_coroutine_threadsafe(llm.start(), loop).result(10)
+    try:
+        yield llm
+    finally:
+        asyncio.run_coroutine_threadsafe(llm.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+@pytest.fixture(scope="module")
+def server(start_server: Callable[..., ServerThread], slow_llm: ScriptedLLM) -> ServerThread:
+    return start_server(agent={"engine": "openai", "openai_base_url": slow_llm.base_url,
+                               "openai_model": "slow", "hold_phrase_after_ms": HOLD_MS})
+
+
+async def test_a_slow_engine_is_covered_by_one_moment_then_the_answer(server: ServerThread) -> None:
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.connect()
+        asked = time.monotonic()
+        await dev.detect("think hard")
+        reply = await dev.next_reply(timeout=20)
+        assert reply.sentences == ["One moment.", "Forty-two."]
+        # The hold phrase starts at the bound, long before the answer exists.
+        said = [r.t for r in dev.received
+                if r.kind == "json" and r.msg and r.msg.get("text") == "One moment."]
+        assert HOLD_MS / 1000 - 0.05 <= said[0] - asked < HOLD_MS / 1000 + 0.5
+        assert_complete_reply(dev, reply)
+    history, _ = server.call(server.server.agent.store.load(f"xiaozhi:{dev.device_id}", "openai"))
+    assert [row.content for row in history] == ["think hard", "Forty-two."]
+
+
+async def test_a_fast_engine_never_says_it(server: ServerThread) -> None:
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.connect()
+        await dev.detect("hello")
+        reply = await dev.next_reply(timeout=20)
+        assert reply.sentences == ["Hello there."]
+
+
+async def test_a_reply_cut_off_during_the_hold_phrase_leaves_it_out_of_the_history(
+    server: ServerThread,
+) -> None:
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.connect()
+        await dev.detect("think hard")
+        await dev.wait_json(lambda m: m.get("text") == "One moment.", 10)
+        await dev.abort()
+        reply = await dev.next_reply(timeout=10)
+        assert reply.sentences == ["One moment."]
+        assert_complete_reply(dev, reply)
+    history, _ = server.call(server.server.agent.store.load(f"xiaozhi:{dev.device_id}", "openai"))
+    assert history and history[0].content == "think hard"
+    assert not any("One moment" in row.content for row in history)
