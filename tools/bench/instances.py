@@ -7,8 +7,8 @@ at random, overlapping moments, plus idle connected devices) against
 on the same machine, with the same seeded plan. Prints first-audio p50/p95, answered turns and the CPU seconds
 each configuration's server processes used.
 
-    .venv/bin/python tools/bench/instances.py [--quick] [--active 10] [--idle 100] [--requests 3] [--json PATH]
-                                             [--only sqlite,redis,two]
+    .venv/bin/python tools/bench/instances.py [--quick] [--active 10] [--idle 100] [--requests 3]
+                                             [--json PATH] [--only sqlite,redis,two]
 """
 
 from __future__ import annotations
