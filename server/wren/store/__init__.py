@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from wren.config import Config
+from wren.config import Config, default_data_dir
 from wren.store.records import DeviceRegistry, SessionStore, StoreUnreachable, redacted
 
 SESSIONS_FILE = "sessions.sqlite3"
@@ -29,7 +29,13 @@ def open_session_store(config: Config) -> SessionStore:
                                  lease_s=config.store.lease_s)
     from wren.store.sqlite_sessions import SqliteSessionStore
 
-    return SqliteSessionStore(Path(config.server.data_dir) / SESSIONS_FILE, config.agent.history_max_messages)
+    return SqliteSessionStore(data_dir(config) / SESSIONS_FILE, config.agent.history_max_messages)
+
+
+def data_dir(config: Config) -> Path:
+    """`[server] data_dir`, or the default one when a Config built by hand left it empty: never the
+    working folder."""
+    return Path(config.server.data_dir or default_data_dir()).expanduser()
 
 
 def open_device_registry(config: Config) -> DeviceRegistry:
@@ -40,7 +46,7 @@ def open_device_registry(config: Config) -> DeviceRegistry:
         return RedisDeviceRegistry(config.store.url, config.store.key_prefix)
     from wren.store.sqlite_devices import SqliteDeviceRegistry
 
-    return SqliteDeviceRegistry(Path(config.server.data_dir))
+    return SqliteDeviceRegistry(data_dir(config))
 
 
 def pairing_secret(config: Config) -> str:
@@ -51,12 +57,12 @@ def pairing_secret(config: Config) -> str:
 
     if config.store.url:
         return shared_value(config, "auth_secret", new_secret)[0]
-    return load_or_create_secret(Path(config.server.data_dir))
+    return load_or_create_secret(data_dir(config))
 
 
 def describe(config: Config) -> str:
     """Where the store is, for logs and messages: the data dir, or the Redis URL without its password."""
-    return redacted(config.store.url) if config.store.url else str(Path(config.server.data_dir))
+    return redacted(config.store.url) if config.store.url else str(data_dir(config))
 
 
 def unreachable_errors(config: Config) -> tuple[type[Exception], ...]:
