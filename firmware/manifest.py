@@ -3,7 +3,10 @@
 # the hal of the port being built, on top of that port's own frozen modules (asyncio, ...):
 #   unix port (make firmware-host): hal/host plus its machine/network stand-ins as top-level modules, so
 #     the simulated board runs from the image alone (`micropython -m main`, no MICROPYPATH);
-#   any other port (the ESP32): hal/esp32.
+#   any other port (the ESP32): hal/esp32;
+# and the pairing-code sounds (wren_digits, Opus: tools/firmware/digit_sounds.py writes it into the
+# build cache, build_host.py / build_esp32.py make it first) when they are there; without them the board
+# only shows and logs its code.
 # Paths are relative to this file (makemanifest runs it from here).
 import os
 
@@ -33,3 +36,6 @@ module("boot.py")  # noqa: F821
 if host:
     for name in stand_ins:
         module(name, base_path="hal/host")  # noqa: F821
+digits = "../.cache/firmware-assets/wren_digits.py"
+if os.path.isfile(digits):
+    module("wren_digits.py", base_path=os.path.dirname(digits))  # noqa: F821

@@ -28,8 +28,31 @@ async def main():
     ssid = await net.wifi_connect(board.wlan(), cfg["wifi"])
     net.configure_tls(cfg.get("tls_ca", ""))
     url, token, version = cfg["server_url"], cfg["token"], cfg["protocol_version"]
+    # The big audio buffers come before the larger modules are imported: on a small heap a 32 KB PCM
+    # ring may no longer be found once code and its compile-time garbage are spread over it. The
+    # playback path is made before OTA too: a pairing code is spoken through it.
+    gc.collect()
+    from wren_device.audio import Downlink, Uplink
+    from wren_device.codec import make_codec
+
+    codec = make_codec(cfg.get("opus", True))
+    downlink = Downlink(codec, int(version), config.downlink_rate(cfg, codec.format),
+                        cfg["downlink_buffer_ms"])
     if cfg.get("ota_url"):
-        reply = await net.ota_check(cfg["ota_url"], identity, system_info(cfg, board, identity, ssid))
+        pairing = []  # made at the first code (wren_device.pairing): a paired board never loads it
+
+        def on_code(code, message):
+            if not pairing:
+                from wren_device.pairing import Pairing
+
+                pairing.append(Pairing(board, downlink, codec, cfg.get("volume", 70), hal.sounds_path()))
+            pairing[0].on_code(code, message)
+
+        reply = await net.ota_check(cfg["ota_url"], identity, system_info(cfg, board, identity, ssid),
+                                    on_code=on_code)
+        if pairing:
+            await pairing[0].stop()
+            del pairing[:]
         clock = net.server_clock(reply)
         if clock:
             board.set_clock(clock[0], clock[1])  # the board's RTC in local time (host: logged only)
@@ -43,19 +66,11 @@ async def main():
     if not url:
         raise ValueError("no server: set server_url or ota_url in config.json")
     version = int(version)
-    # The big audio buffers come before the larger modules are imported: on a small heap a 32 KB PCM
-    # ring may no longer be found once code and its compile-time garbage are spread over it.
+    downlink.set_version(version)
     gc.collect()
-    from wren_device.audio import Downlink, Uplink
-    from wren_device.codec import make_codec
     from wren_device.ws import WebSocket
 
-    codec = make_codec(cfg.get("opus", True))
-    paths = (
-        Uplink(codec, version),
-        Downlink(codec, version, config.downlink_rate(cfg, codec.format), cfg["downlink_buffer_ms"]),
-        WebSocket(max_message=cfg.get("max_message", 8192)),
-    )
+    paths = (Uplink(codec, version), downlink, WebSocket(max_message=cfg.get("max_message", 8192)))
     from wren_device.device import Device
 
     device = Device(cfg, board, identity, url, token, version, ssid, codec, paths)

@@ -53,12 +53,14 @@ class Downlink:
         self.packets = codec.format != "pcm"
         if self.packets:
             self.ring = micropython.RingIO(ring_ms * _OPUS_BYTES_PER_MS + 1)
-            self.pcm = micropython.RingIO(max_rate * 2 * (_MAX_FRAME_MS + _CHUNK_MS) // 1000 + 1)
+            self._pcm_cap = max_rate * 2 * (_MAX_FRAME_MS + _CHUNK_MS) // 1000
+            self.pcm = micropython.RingIO(self._pcm_cap + 1)
             self._pkt = bytearray(_MAX_PACKET)
             self._len = bytearray(2)
             codec.reserve(max_rate, 60)  # the decoded frame (xiaozhi's 60 ms), made now
         else:
-            self.ring = self.pcm = micropython.RingIO(max_rate * 2 * ring_ms // 1000 + 1)
+            self._pcm_cap = max_rate * 2 * ring_ms // 1000
+            self.ring = self.pcm = micropython.RingIO(self._pcm_cap + 1)
         self._cap = ring_ms * (_OPUS_BYTES_PER_MS if self.packets else max_rate * 2 // 1000)
         self._chunk_buf = bytearray(max_rate * 2 * _CHUNK_MS // 1000)
         self._chunk_mv = memoryview(self._chunk_buf)
@@ -69,6 +71,15 @@ class Downlink:
         self.dropped = 0
         self.received = 0
         self.bad = 0
+
+    def set_version(self, version):
+        # The binary protocol version, known once OTA has answered (the paths are made before it).
+        self.version = version
+        self.hs = framing.header_size(version)
+
+    def room(self):
+        # Bytes the PCM ring can still take (wren_device.pairing writes decoded PCM straight onto it).
+        return self._pcm_cap - self.pcm.any()
 
     def configure(self, rate, frame_ms):
         # -> True when the speaker can follow this rate with the buffers made at boot.

@@ -68,3 +68,60 @@ def volume_to_gain(volume):
     if volume >= 100:
         return 4096
     return (volume * volume * 4096) // 10000
+
+
+@micropython.viper
+def adpcm_decode(src: ptr8, nbytes: int, dst: ptr16, st: ptr16, steps: ptr16, rates: ptr16) -> int:  # noqa: F821
+    # IMA ADPCM (low nibble first) at rates[0] Hz -> int16 at rates[1] Hz (>= rates[0]: 16 -> 16 or
+    # 24 kHz), linearly interpolated between decoded samples. st = [predictor, step index, previous
+    # sample, output phase in 1/rates[1] of an input sample], samples as unsigned halfwords (ptr16 loads
+    # zero-extend); all zero starts a clip. -> samples written to dst (at most nbytes * 2 * ceil(ratio)).
+    pred = (st[0] ^ 0x8000) - 0x8000
+    index = st[1]
+    prev = (st[2] ^ 0x8000) - 0x8000
+    phase = st[3]
+    step_in = rates[0]
+    out_rate = rates[1]
+    o = 0
+    i = 0
+    while i < 2 * nbytes:
+        code = src[i >> 1]
+        if i & 1:
+            code = code >> 4
+        code = code & 15
+        step = steps[index]
+        diff = step >> 3
+        if code & 4:
+            diff += step
+        if code & 2:
+            diff += step >> 1
+        if code & 1:
+            diff += step >> 2
+        if code & 8:
+            pred -= diff
+        else:
+            pred += diff
+        if pred > 32767:
+            pred = 32767
+        elif pred < -32768:
+            pred = -32768
+        if code & 4:
+            index += (code & 3) * 2 + 2
+        else:
+            index -= 1
+        if index < 0:
+            index = 0
+        elif index > 88:
+            index = 88
+        while phase < out_rate:  # the output samples between prev and pred
+            dst[o] = (prev + (pred - prev) * phase // out_rate) & 0xFFFF
+            o += 1
+            phase += step_in
+        phase -= out_rate
+        prev = pred
+        i += 1
+    st[0] = pred & 0xFFFF
+    st[1] = index
+    st[2] = prev & 0xFFFF
+    st[3] = phase
+    return o

@@ -148,13 +148,14 @@ async def _post(url, body, headers):
 
 
 async def ota_check(url, identity, system_info, attempts=10, first_pause_ms=10000, max_pause_ms=60000,
-                    max_total_ms=300000):
+                    max_total_ms=300000, on_code=None):
     # POST the system info (§6.1/§6.2) -> the reply (a dict: websocket, server_time, ...) or None. A
     # failure is retried after 10 s, doubling as the official firmware does but capped at max_pause_ms (a
     # minute), for at most `attempts` tries and max_total_ms of pauses (5 min: 10+20+40+60+60+60 s, 7
     # tries; then the caller falls back to server_url or what state.json kept). A reply with `activation`
-    # (a server that pairs devices by code) is not a failure: the code is shown, the server is polled
-    # until the owner approves it, and the check runs again, as long as that takes.
+    # (a server that pairs devices by code) is not a failure: the code is shown (on_code(code, message):
+    # wren_device.pairing shows and says it), the server is polled until the owner approves it, and the
+    # check runs again, as long as that takes.
     headers = {
         "Activation-Version": "1",
         "Device-Id": identity["device_id"],
@@ -174,7 +175,7 @@ async def ota_check(url, identity, system_info, attempts=10, first_pause_ms=1000
         if status == 200 and isinstance(reply, dict):
             activation = reply.get("activation")
             if isinstance(activation, dict):
-                await activate(url, headers, activation)
+                await activate(url, headers, activation, on_code=on_code)
                 continue
             ws = reply.get("websocket")
             if isinstance(ws, dict) and isinstance(ws.get("url"), str):
@@ -210,11 +211,16 @@ def server_clock(reply):
     return int(st["timestamp"]), int(offset) if isinstance(offset, (int, float)) else 0
 
 
-async def activate(url, headers, activation, polls=10):
-    # Show the pairing code (the log; a board with a display shows the message too), then poll
+async def activate(url, headers, activation, polls=10, on_code=None):
+    # Show the pairing code (the log, and on_code: the display and the speaker), then poll
     # <ota>activate: 200 = approved, 202 = waiting (again in 3 s), anything else again in 10 s (§6.3).
-    code = activation.get("code", "")
+    code = str(activation.get("code", ""))
     log("ota", "pairing code %s: approve it on the server (wren devices approve %s)" % (code, code))
+    if on_code is not None:
+        try:
+            on_code(code, activation.get("message") or "")
+        except Exception as e:  # showing or saying the code must never stop pairing
+            log("ota", "showing the code failed: %r" % e)
     if not activation.get("challenge"):
         await asyncio.sleep_ms(10000)  # no challenge: only the OTA check is repeated
         return

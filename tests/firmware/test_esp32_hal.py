@@ -1,5 +1,6 @@
 """hal/esp32 executed on the host against recording stand-ins for `machine` (test-only fakes: there is
-no ESP32 here). Checks the pin maps, I2S setup, speaker re-init on a rate change, LED and debounced button."""
+no ESP32 here). Checks the pin maps, I2S setup, speaker re-init on a rate change, LED, debounced button, and
+the optional display (none on the breadboards; an SSD1306 when the pin map names one)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,8 @@ async def test_board_sets_up_i2s_led_and_a_debounced_button(board, mic_pins, spk
     assert res["buffer_ms"] > 0
     # server_time (Unix ms + timezone minutes) -> the RTC in local time: (y, m, d, weekday, h, m, s, sub)
     assert ["rtc", [2026, 2, 26, 3, 6, 45, 56, 0]] in res["log"]
+    assert res["no_display"] and res["sounds"] == "/digits.wdg"
+    shown = res["log"][res["log"].index(["oled", 128, 32]):]
+    assert shown[:2] == [["oled", 128, 32], ["fill", 0]] and shown[-1] == ["show"]
+    assert ["text", "Pairing code 123", 0, 0] in shown and ["text", " 456", 0, 8] in shown  # 16 columns
+    assert ["text", "http://box:8000/", 0, 16] in shown

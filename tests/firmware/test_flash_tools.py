@@ -77,6 +77,7 @@ def test_deploy_checks_the_boards_mpy_version_then_copies_with_live_output(
     assert done[0][:3] == ["connect", "auto", "exec"] and "sys.implementation._mpy" in done[0][3]
     assert done[1][:4] == ["connect", "auto", "cp", "-r"]
     assert ":config.json" in done[1] and done[1][-1] == "reset"
+    assert any(a.endswith("build/digits.wdg") for a in done[1])  # the pairing-code sounds, to /digits.wdg
     assert f"the board loads .mpy v{version}.{sub} (arch 10)" in out
     assert "(progress: 42 files)" in out  # mpremote's own output, not swallowed
     assert "deploy: done" in out

@@ -1,6 +1,7 @@
 """The simulated board pairs the way a stock xiaozhi device does: against a real `wren serve` in auth mode
-`pair` (the default) it shows its code, the owner approves it with `wren devices approve`, and the same
-boot goes on to a spoken turn with the token OTA then hands it."""
+`pair` (the default) it shows its code (here without its digit sounds, which only logs), the owner
+approves it with `wren devices approve`, and the same boot goes on to a spoken turn with the token OTA
+then hands it."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ async def test_a_new_board_shows_its_code_is_approved_and_then_talks(pairing_ser
     async with micropython(str(FIRMWARE / "main.py"), env=env, cwd=device_dir) as mp:
         code = (await mp.wait_for(r"pairing code (\d{6})", timeout=60)).group(1)
         assert "asks to pair: code " + code in wren.log_text()
+        await mp.wait_for(rf"\] display: Pairing code {code[:3]} {code[3:]}", timeout=10)
+        # No sounds here (WREN_SIM_SOUNDS unset, none in the working directory): it only says so.
+        await mp.wait_for(r"pairing: no digit sounds at digits.wdg", timeout=10)
         approved = approve(data, code)
         assert approved.returncode == 0, approved.stderr
         await mp.wait_for(r"ota: paired", timeout=30)

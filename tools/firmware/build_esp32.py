@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     src = build_host.prepare_sources(cache, args.vendor)
+    build_host.digit_sounds()  # .cache/firmware-assets/wren_digits.py, frozen by the manifest when there
     mp, opus = src / build_host.MP_DIR, src / build_host.OPUS_DIR
     if kind == "container":
         REPO_IN = "/wren"

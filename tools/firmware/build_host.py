@@ -67,7 +67,7 @@ MP_DIR, OPUS_DIR = "micropython-1.28.0", "opus-1.5.2"
 MAKE_VARS = ["MICROPY_PY_BTREE=0", "MICROPY_PY_FFI=0", "MPY_CROSS_FLAGS=-march=host"]
 # What the key covers besides this file: the module, the manifest, everything it can freeze.
 INPUTS = ["firmware/modules/**/*", "firmware/manifest.py", "firmware/*.py", "firmware/wren_device/**/*.py",
-          "firmware/hal/**/*.py", "shared_protocol/**/*.py"]
+          "firmware/hal/**/*.py", "shared_protocol/**/*.py", ".cache/firmware-assets/wren_digits.py"]
 KEEP = 3  # built keys kept in the cache (the newest)
 
 
@@ -109,6 +109,20 @@ def input_key() -> str:
     for p in files:
         h.update(p.relative_to(REPO).as_posix().encode() + b"\0" + bytes.fromhex(sha256_file(p)))
     return h.hexdigest()[:16]
+
+
+def digit_sounds() -> None:
+    # The pairing-code sounds the manifest freezes (tools/firmware/digit_sounds.py, cached by its inputs);
+    # they need piper, in .venv: without it the build goes on without them (the board logs its code).
+    venv = REPO / ".venv" / "bin" / "python"
+    python = str(venv) if venv.exists() else sys.executable
+    res = subprocess.run([python, str(REPO / "tools" / "firmware" / "digit_sounds.py"), "--quiet"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        stale = REPO / ".cache" / "firmware-assets" / "wren_digits.py"
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()  # not frozen: an old one would not match the tool
+        say("no pairing-code sounds: " + (res.stderr.strip().splitlines() or ["?"])[-1])
 
 
 def build_dir(src: Path) -> Path:
@@ -259,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     with (cache / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        digit_sounds()
         key = input_key()
         out_dir = cache / key
         if (out_dir / "build.json").is_file() and (out_dir / "micropython").is_file():

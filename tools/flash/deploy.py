@@ -3,12 +3,14 @@
     python tools/flash/deploy.py [--port /dev/ttyACM0] [--config firmware/config.json]
 
 mpy-cross -march=xtensawin for every module (the viper ones need it; bytecode-only ones don't mind),
-main.py and boot.py stay source. The esp32 hal is copied, the host one never is. Without --port mpremote
-finds the board itself (`connect auto`: the first USB serial port). Before anything is copied the board
-is asked for its .mpy version (sys.implementation._mpy): a MicroPython that cannot load what mpy-cross
-made (another .mpy version, or not an Xtensa core) stops the deploy with what to flash instead. Every
-command is printed before it runs and mpremote's progress is shown as it goes; a board mpremote cannot
-reach gives one clear error and exit status 1.
+main.py and boot.py stay source. The esp32 hal is copied, the host one never is, and so are the
+pairing-code sounds (tools/firmware/digit_sounds.py, IMA ADPCM, cached by its inputs) as /digits.wdg;
+without piper in this Python they are left out and the board only shows and logs its code. Without
+--port mpremote finds the board itself (`connect auto`: the first USB serial port). Before anything is
+copied the board is asked for its .mpy version (sys.implementation._mpy): a MicroPython that cannot load
+what mpy-cross made (another .mpy version, or not an Xtensa core) stops the deploy with what to flash
+instead. Every command is printed before it runs and mpremote's progress is shown as it goes; a board
+mpremote cannot reach gives one clear error and exit status 1.
 """
 
 from __future__ import annotations
@@ -92,7 +94,22 @@ def build(out: Path) -> list[Path]:
             subprocess.run(cmd, check=True)
     for name in ("main.py", "boot.py"):
         shutil.copy(FIRMWARE / name, out / name)
-    return [out / "wren_device", out / "hal", out / "shared_protocol", out / "main.py", out / "boot.py"]
+    return [out / "wren_device", out / "hal", out / "shared_protocol", out / "main.py", out / "boot.py",
+            *digit_sounds(out)]
+
+
+def digit_sounds(out: Path) -> list[Path]:
+    """The pairing-code sounds of the stock build, as out/digits.wdg (the hal's sounds_path on the board)."""
+    cmd = [sys.executable, str(REPO / "tools" / "firmware" / "digit_sounds.py"), "--quiet"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    made = [Path(p) for p in res.stdout.split() if p.endswith("digits-adpcm.wdg")]
+    if res.returncode != 0 or not made:
+        why = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"deploy: no pairing-code sounds ({why}); the board will show and log its code only")
+        return []
+    shutil.copy(made[0], out / "digits.wdg")
+    print(f"deploy: pairing-code sounds {made[0].resolve().stat().st_size} bytes -> :digits.wdg")
+    return [out / "digits.wdg"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -50,8 +50,11 @@ def build_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
         "board": "host-sim",
     }
     path = f"{FIRMWARE}:{FIRMWARE / 'hal' / 'host'}:{REPO}:.frozen"
+    sounds = {}
     if args.codec == "opus":
-        path = ".frozen"  # the Wren build has the app frozen in; nothing on disk may shadow it
+        path = ".frozen"  # the Wren build has the app frozen in (its pairing-code sounds too)
+    else:
+        sounds = digit_sounds()
     (workdir / "config.json").write_text(json.dumps(cfg))
     button = args.button or ("press@0.5,release@eof" if args.mode == "manual" else "press@0.5")
     return {
@@ -63,7 +66,20 @@ def build_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
         "WREN_SIM_OUT": str(Path(args.out).resolve()),
         "WREN_SIM_BUTTON": button,
         "WREN_SIM_TURNS": str(args.turns),
+        **sounds,
     }
+
+
+def digit_sounds() -> dict[str, str]:
+    """WREN_SIM_SOUNDS for the stock build: the ADPCM pairing-code sounds (tools/firmware/digit_sounds.py,
+    cached), or nothing without piper here (the board then shows and logs its code only)."""
+    cmd = [sys.executable, str(REPO / "tools" / "firmware" / "digit_sounds.py"), "--quiet"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    made = [p for p in res.stdout.split() if p.endswith("digits-adpcm.wdg")]
+    if res.returncode != 0 or not made:
+        print("sim: no pairing-code sounds: " + (res.stderr.strip().splitlines() or ["?"])[-1], flush=True)
+        return {}
+    return {"WREN_SIM_SOUNDS": made[0]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,39 @@ class Led:
             self.pwm.duty_u16((r * 77 + g * 150 + b * 29) * 257 // 256)
 
 
+class Display:
+    # An SSD1306 OLED on I2C, when the pin map names one ("display": {"kind": "ssd1306", "sda": 41,
+    # "scl": 42, "width": 128, "height": 32}, as xiaozhi's bread-compact-wifi); its driver is
+    # micropython-lib's ssd1306 (`mpremote mip install ssd1306`). Text in 8x8 cells, wrapped.
+    def __init__(self, d):
+        import ssd1306
+
+        w, h = d.get("width", 128), d.get("height", 32)
+        self.oled = ssd1306.SSD1306_I2C(w, h, machine.I2C(0, sda=Pin(d["sda"]), scl=Pin(d["scl"])))
+        self.cols, self.rows = w // 8, h // 8
+
+    def show(self, lines):
+        rows = []
+        for line in lines:
+            rows += [line[i : i + self.cols] for i in range(0, len(line) or 1, self.cols)]
+        self.oled.fill(0)
+        for y, text in enumerate(rows[: self.rows]):
+            self.oled.text(text, 0, 8 * y)
+        self.oled.show()
+
+
+def _display(p):
+    # None unless the pin map names a display (the breadboards above have none): a missing one is fine.
+    d = p.get("display")
+    if not d:
+        return None
+    try:
+        return Display(d) if d.get("kind") == "ssd1306" else None
+    except (ImportError, OSError, ValueError) as e:
+        log("board", "no display (%r)" % e)
+        return None
+
+
 class Esp32Board:
     def __init__(self, cfg):
         name = cfg.get("board", "esp32s3-breadboard")
@@ -76,6 +109,7 @@ class Esp32Board:
         self.speaker_buffer_ms = p["spk_ibuf"] * 1000 // (2 * 24000)
         self.button = Button(p["button"])
         self.led = Led(p["led"], p["led_kind"])
+        self.display = _display(p)
 
     def state_changed(self, old, new):
         pass  # the one LED belongs to the self.light.set_rgb tool, so states are not shown on it
@@ -132,6 +166,10 @@ def config_path():
 
 def state_path():
     return "/state.json"
+
+
+def sounds_path():
+    return "/digits.wdg"  # the pairing-code sounds (make deploy; the Wren build has them frozen)
 
 
 def make_board(cfg):

@@ -9,6 +9,8 @@
 #                            ran out; "stdin" reads lines p (press), r (release), c (click)
 #   WREN_SIM_TURNS=1         end the run after the device has left speaking this many times, once that
 #                            reply has played out (0 = run until killed)
+#   WREN_SIM_SOUNDS=digits-adpcm.wdg   the pairing-code sounds (tools/firmware/digit_sounds.py)
+# The display is stdout: one `display:` line per screen.
 import asyncio
 import os
 import sys
@@ -34,6 +36,10 @@ def config_path():
 
 def state_path():
     return os.getenv("WREN_SIM_STATE") or "state.json"
+
+
+def sounds_path():
+    return os.getenv("WREN_SIM_SOUNDS") or "digits.wdg"
 
 
 class Button:
@@ -99,6 +105,13 @@ class Led:
         log("led", "rgb", r, g, b)
 
 
+class Display:
+    # A text screen: each screen is one stdout line, its lines joined by " | " (tests read it).
+    def show(self, lines):
+        self.lines = lines
+        log("display", " | ".join(lines))
+
+
 class HostBoard:
     name = "host-sim"
     chip = "host"
@@ -111,6 +124,7 @@ class HostBoard:
         self._spk = None
         self.button = Button(_setting(cfg, "WREN_SIM_BUTTON", "button", ""), self)
         self.led = Led()
+        self.display = Display()
         self.turns_wanted = int(_setting(cfg, "WREN_SIM_TURNS", "turns", "0"))
         self.turns = 0
 

@@ -30,6 +30,12 @@ async def main():
 
 asyncio.run(main())
 b.set_clock(1772084756816, 60)  # an OTA server_time: 2026-02-26 05:45:56 UTC, UTC+1
+no_display = b.display is None  # the breadboards name no display
+from hal.esp32.pins import BOARDS  # noqa: E402
+
+BOARDS["oled"] = dict(BOARDS[board_name], display={"kind": "ssd1306", "sda": 41, "scl": 42, "width": 128,
+                                                   "height": 32})
+esp32_board.make_board({"board": "oled"}).display.show(["Pairing code 123 456", "http://box:8000/"])
 out = {"log": [list(x) for x in machine.log], "same_speaker": same, "events": events, "info": b.info(),
-       "buffer_ms": b.speaker_buffer_ms}
+       "buffer_ms": b.speaker_buffer_ms, "no_display": no_display, "sounds": esp32_board.sounds_path()}
 print("PROBE " + json.dumps(out))

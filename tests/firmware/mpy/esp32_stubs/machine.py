@@ -61,3 +61,8 @@ def reset():
 class RTC:
     def datetime(self, dt=None):
         log.append(("rtc", list(dt)))
+
+
+class I2C:
+    def __init__(self, id, sda=None, scl=None):
+        log.append(("I2C", id, sda.no, scl.no))
