@@ -95,7 +95,7 @@ class VadConfig:
     energy_gate_dbfs: float = -55.0
     # A silence this long after speech is a pause: the recogniser may decode what it has so far, so that
     # little is left to do when the utterance ends (moonshine). Shorter = earlier results, more CPU.
-    pause_ms: int = 96
+    pause_ms: int = 64
 
 
 @dataclass
