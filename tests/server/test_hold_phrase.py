@@ -5,7 +5,6 @@ conversation's history keeps only the answer."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -16,6 +15,7 @@ from tests.agent.llm_server import ScriptedLLM, text_chunks
 from tests.server.conftest import ServerThread
 from tests.server.helpers import assert_complete_reply
 from tests.support.device import TestDevice
+from tests.support.own_loop import on_own_loop
 
 HOLD_MS = 600
 
@@ -34,19 +34,10 @@ def _script(body: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def slow_llm() -> Iterator[ScriptedLLM]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="slow-llm", daemon=True)
-    thread.start()
     llm = ScriptedLLM()
     llm.script = _script
-    asyncio.run_coroutine_threadsafe(llm.start(), loop).result(10)
-    try:
+    with on_own_loop(llm, "slow-llm"):
         yield llm
-    finally:
-        asyncio.run_coroutine_threadsafe(llm.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture(scope="module")

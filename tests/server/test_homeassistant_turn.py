@@ -6,8 +6,6 @@ Wren server's thread reaches it as a real endpoint. A slow HA still ends the tur
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -17,22 +15,13 @@ from tests.agent.ha_server import TOKEN, FakeHomeAssistant
 from tests.server.conftest import ServerThread
 from tests.server.helpers import assert_complete_reply
 from tests.support.device import TestDevice
+from tests.support.own_loop import on_own_loop
 
 
 @pytest.fixture(scope="module")
 def fake_ha() -> Iterator[FakeHomeAssistant]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="fake-ha", daemon=True)
-    thread.start()
-    ha = FakeHomeAssistant()
-    try:
-        asyncio.run_coroutine_threadsafe(ha.start(), loop).result(10)
+    with on_own_loop(FakeHomeAssistant(), "fake-ha") as ha:
         yield ha
-    finally:
-        asyncio.run_coroutine_threadsafe(ha.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ is answered as usual.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.agent.llm_server import ScriptedLLM, endless_chunks, text_chunks
 from tests.server.conftest import ServerThread
 from tests.server.helpers import assert_complete_reply
 from tests.support.device import TestDevice
+from tests.support.own_loop import on_own_loop
 
 # ---- the cut -----------------------------------------------------------------------------------------
 
@@ -193,19 +193,10 @@ def _script(body: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def endless_llm() -> Iterator[ScriptedLLM]:
     """The fake LLM on a loop of its own, so that the Wren server's thread reaches it as a real endpoint."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="fake-llm", daemon=True)
-    thread.start()
     llm = ScriptedLLM()
     llm.script = _script
-    asyncio.run_coroutine_threadsafe(llm.start(), loop).result(10)
-    try:
+    with on_own_loop(llm, "fake-llm"):
         yield llm
-    finally:
-        asyncio.run_coroutine_threadsafe(llm.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,17 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def approval(pending: list[PairingRequest], code: str, sign: TokenSigner, now: float) -> PairedDevice | None:
+    """The pairing that approving `code` makes, its token signed now; None if no valid request has it.
+    (Both registries then store it and drop the device's requests, each in its own transaction.)"""
+    code = code.strip()
+    request = next((r for r in pending if r.code == code), None)
+    if request is None:
+        return None
+    token = sign(request.client_id, request.device_id, int(now))
+    return PairedDevice(request.device_id, request.client_id, int(now), token_digest(token), now)
+
+
 def trim_to_exchange(history: list[HistoryRow]) -> list[HistoryRow]:
     """Kept history never starts mid-exchange after a trim: leading assistant rows are dropped."""
     while history and history[0].role != "user":

@@ -29,6 +29,7 @@ from wren.store.records import (
     PairingRequest,
     StoreUnreachable,
     TokenSigner,
+    approval,
     redacted,
     token_digest,
 )
@@ -156,13 +157,9 @@ class RedisDeviceRegistry:
 
     def approve(self, code: str, sign: TokenSigner) -> PairedDevice | None:
         code = code.strip()
-        request = next((r for r in self.pending() if r.code == code), None)
-        if request is None:
+        device = approval(self.pending(), code, sign, self._clock())
+        if device is None:
             return None
-        signed_at = int(self._clock())
-        token = sign(request.client_id, request.device_id, signed_at)
-        device = PairedDevice(request.device_id, request.client_id, signed_at, token_digest(token),
-                              self._clock())
 
         def body(pipe: Any) -> PairedDevice | None:
             if not pipe.hexists(self._pending, code):

@@ -31,6 +31,7 @@ from wren.store.records import (
     PairedDevice,
     PairingRequest,
     TokenSigner,
+    approval,
     token_digest,
 )
 
@@ -155,17 +156,12 @@ class SqliteDeviceRegistry:
     def approve(self, code: str, sign: TokenSigner) -> PairedDevice | None:
         """Pair the device behind `code` (it replaces an earlier pairing of the same device id); None if
         no valid request has that code."""
-        code = code.strip()
-        request = next((r for r in self.pending() if r.code == code), None)
-        if request is None:
+        device = approval(self.pending(), code, sign, self._clock())
+        if device is None:
             return None
-        signed_at = int(self._clock())
-        token = sign(request.client_id, request.device_id, signed_at)
-        device = PairedDevice(request.device_id, request.client_id, signed_at, token_digest(token),
-                              self._clock())
         with self._transaction():
             self._conn.execute(f"INSERT OR REPLACE INTO paired ({PAIRED}) VALUES (?, ?, ?, ?, ?)",
                                (device.device_id, device.client_id, device.signed_at, device.token_sha256,
                                 device.approved_at))
-            self._conn.execute("DELETE FROM pending WHERE device_id = ?", (request.device_id,))
+            self._conn.execute("DELETE FROM pending WHERE device_id = ?", (device.device_id,))
         return device
