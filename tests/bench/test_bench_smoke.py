@@ -33,8 +33,8 @@ def _finite(value: object) -> bool:
 
 
 def test_no_phase_failed(quick_results: dict) -> None:
-    for phase in ("turn_latency", "memory", "concurrency", "overlap", "speech_components", "firmware",
-                  "understanding"):
+    for phase in ("turn_latency", "memory", "concurrency", "overlap", "one_person", "speech_components",
+                  "firmware", "understanding"):
         assert phase in quick_results
         assert "error" not in quick_results[phase], (phase, quick_results[phase])
 

@@ -9,7 +9,9 @@ Phases (each documented in its own script):
 2. memory.py         server RSS with 0 / 100 / 200 idle connected devices
 3. concurrency.py    N = 10, 50, 100, 200 devices streaming in a 30 s duty cycle (separate server)
    overlap.py        10 devices × 3 spoken requests at random overlapping moments + 100 idle devices,
-                     push-to-talk (separate server): first audio p50 / p95, turns answered (issue 11)
+                     push-to-talk (separate server): first audio p50 / p95, turns answered (issue 11);
+                     then one person alone on that server, 16 requests with the same noise and trailing
+                     audio ("one_person": issue 11's third goal)
 4. speech_components.py (speech helper's script) ASR/TTS real-time factors, VAD and codec cost per frame
 5. firmware_footprint.py  smallest MicroPython heap for a full simulated turn, heap high-water mark
 6. understanding.py  spoken requests (piper and espeak-ng, clean and 20 dB SNR) through each ASR engine and
@@ -45,6 +47,8 @@ TARGETS = {
     "uplink_lag_p99_at_100": 100.0,
     "k10_first_audio_p95": 1500.0,
     "overlap_first_audio_p95": overlap.TARGET_P95_MS,
+    "one_person_p50": 150.0,
+    "one_person_p95": 250.0,
     "rss_per_idle_device_kb": 1024.0,
     "firmware_heap_kb": 64.0,
 }
@@ -101,6 +105,9 @@ def run(quick: bool) -> dict:
         _phase("concurrency", lambda: concurrency.run(server, quick), results, timings)
     with ServerProcess(env_overrides=dict(overlap.SERVER_ENV)) as server:
         _phase("overlap", lambda: overlap.run(server, quick), results, timings)
+        alone = 2 if quick else 16
+        _phase("one_person", lambda: overlap.run(server, quick, active=1, idle=0, requests=alone), results,
+               timings)
     _phase("speech_components", lambda: speech_components(quick), results, timings)
     _phase("understanding", lambda: understanding.run(quick), results, timings)
     results["meta"]["phase_seconds"] = timings
@@ -197,6 +204,11 @@ def table_rows(res: dict) -> list[dict]:
             TARGETS["overlap_first_audio_p95"])
         add(f"overlapping turns ({who}): turns answered", f"{ov['answered']}/{ov['turns']}", "", None, "all")
         rows[-1]["status"] = "met" if ov["answered"] == ov["turns"] > 0 else "MISSED"
+    one = res.get("one_person") or {}
+    if "first_audio_ms" in one:
+        who = "one person, push-to-talk, 30 dB SNR, 180 ms trailing audio"
+        add(f"{who}: first audio p50", _get(one, "first_audio_ms", "p50"), " ms", TARGETS["one_person_p50"])
+        add(f"{who}: first audio p95", _get(one, "first_audio_ms", "p95"), " ms", TARGETS["one_person_p95"])
     for row in _get(res, "concurrency", "rows") or []:
         n = row["n"]
         target = TARGETS["uplink_lag_p99_at_100"] if n == 100 else None
