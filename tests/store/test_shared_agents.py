@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from wren.agent.loop import AgentLoop
-from wren.config import Config
 
+from tests.agent.conftest import make_config
 from tests.agent.test_timers import Speaker, until
 
 KEY = "xiaozhi:aa:bb:cc:dd:ee:01"
@@ -22,8 +22,7 @@ async def instances(clean_redis: str, tmp_path: Path) -> AsyncIterator[Callable[
     started: list[AgentLoop] = []
 
     async def start() -> AgentLoop:
-        config = Config()
-        config.server.data_dir = str(tmp_path / f"data-{len(started)}")  # nothing shared through files
+        config = make_config(tmp_path / f"data-{len(started)}")  # nothing shared through files
         config.store.url = clean_redis
         loop = AgentLoop.from_config(config)
         await loop.start()
@@ -84,3 +83,25 @@ async def test_a_turn_waits_while_another_instance_runs_one_on_the_same_session(
 
 async def say_as(agent: AgentLoop, key: str, text: str) -> str:
     return (await agent.process_direct(text, session_key=key)).content
+
+
+async def test_a_shared_store_that_stops_answering_is_logged_once_and_timers_go_on_when_it_is_back(
+    instances, caplog: pytest.LogCaptureFixture,
+) -> None:
+    a = await instances()
+    on_a = Speaker()
+    a.timers.set_delivery(on_a)
+    working = a.store.timers_version
+
+    async def unreachable() -> int:
+        raise ConnectionError("Redis is gone")
+
+    a.store.timers_version = unreachable  # type: ignore[method-assign]
+    with caplog.at_level("INFO", logger="wren.agent.timers"):
+        await asyncio.sleep(1.6)  # three sync rounds or more
+        a.store.timers_version = working  # type: ignore[method-assign]
+        await say(a, "set a timer for 1 second")
+        await asyncio.wait_for(on_a.heard.wait(), timeout=5)
+    warnings = [r for r in caplog.records if "could not be read" in r.getMessage()]
+    assert len(warnings) == 1
+    assert any("can be read again" in r.getMessage() for r in caplog.records)

@@ -67,6 +67,7 @@ class TimerService:
         self._delivery: Delivery | None = None
         self._reachable: Reachable | None = None
         self._version = -1  # the shared store's timers_version last read
+        self._store_down = False  # the last read of the shared store failed (logged once per outage)
         self._scheduler: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -186,10 +187,18 @@ class TimerService:
                 return
             rows = await self._store.undelivered_timers()
         except Exception as exc:  # the store is unreachable: go on with what is known, try again soon
-            log.warning("timers: the shared store could not be read: %s", exc)
+            if not self._store_down:  # once per outage, not every SHARED_SYNC_S
+                log.warning("timers: the shared store could not be read: %s", exc)
+            self._store_down = True
             return
+        if self._store_down:
+            log.info("timers: the shared store can be read again")
+        self._store_down = False
         self._version = version
         self._by_key = self._grouped(rows)
+        # Retry times of timers gone meanwhile (spoken or cancelled through another instance) go too.
+        pending = {row.id for row in rows}
+        self._retry_at = {i: at for i, at in self._retry_at.items() if i in pending}
 
     def _speaks_here(self, session_key: str) -> bool:
         return not self._store.shared or self._reachable is None or self._reachable(session_key)
