@@ -162,14 +162,17 @@ class WrenServer:
     def sessions(self) -> set[Any]:
         return self.app[SESSIONS_KEY] if self.app is not None else set()
 
+    def _announceable(self, session_key: str) -> list[Any]:
+        return [s for s in self.sessions if s.session_key == session_key and s.can_announce]
+
     def has_device(self, session_key: str) -> bool:
         """Whether a device of `session_key` is connected to this instance and can be spoken to."""
-        return any(s.session_key == session_key and s.can_announce for s in self.sessions)
+        return bool(self._announceable(session_key))
 
     async def announce(self, session_key: str, text: str) -> bool:
         """The timers' delivery callback: speak `text` on the device of `session_key` (its newest live
         connection); False when none is connected (the timer keeps it for the device's next hello)."""
-        live = [s for s in self.sessions if s.session_key == session_key and s.can_announce]
+        live = self._announceable(session_key)
         if not live:
             return False
         return bool(await max(live, key=lambda s: s.connected_at).announce(text))
