@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -25,7 +24,7 @@ from wren.session import SessionServices
 from wren.session.reply import HOLD_PHRASE
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
-from wren.store import describe, shared_value
+from wren.store import data_dir, describe, shared_value
 from wren.transport.addresses import ServerUrls, server_urls
 from wren.transport.auth import check_auth_config
 from wren.transport.connection_limits import WrenRunner
@@ -79,7 +78,7 @@ class WrenServer:
         self.port: int | None = None
         self.urls: list[ServerUrls] = []  # console, OTA and WebSocket URL per reachable address, once bound
         # Where POST /api/chat's key is kept, as `wren serve` names it: a file, or the shared store's key.
-        self.api_key_place = str(Path(config.server.data_dir) / API_KEY_FILE)
+        self.api_key_place = str(data_dir(config) / API_KEY_FILE)
         self.api_key = ""  # POST /api/chat's key, read (or made) at start
         self.api_key_created = False  # made by this start: `wren serve` prints it, once
 
@@ -141,7 +140,7 @@ class WrenServer:
         """The key in the data dir, or, with a shared store, the one every instance shares (made by the
         first to start)."""
         if not self.config.store.url:
-            return load_or_create_api_key(Path(self.config.server.data_dir))
+            return load_or_create_api_key(data_dir(self.config))
         self.api_key_place = f"{self.config.store.key_prefix}secret:api_key in {describe(self.config)}"
         return shared_value(self.config, "api_key", new_api_key)
 
