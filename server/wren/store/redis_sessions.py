@@ -29,6 +29,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from wren.store import redis_client
 from wren.store.records import (
     DELIVERED_TIMERS_KEPT_S,
     HistoryRow,
@@ -81,11 +82,8 @@ return redis.call('INCR', KEYS[4])
 
 
 def connect(url: str) -> Any:
-    """An asyncio client for `url` (decoded strings, bounded socket waits)."""
-    import redis.asyncio
-
-    return redis.asyncio.Redis.from_url(url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT_S,
-                                        socket_connect_timeout=SOCKET_TIMEOUT_S, health_check_interval=30)
+    """An asyncio client for `url` (decoded strings, bounded socket waits, cancellation honoured)."""
+    return redis_client.connect(url, socket_timeout_s=SOCKET_TIMEOUT_S)
 
 
 class RedisSessionStore:
