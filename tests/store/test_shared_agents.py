@@ -5,6 +5,7 @@ turns never overlap across instances, and each sees the other's history."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -105,3 +106,19 @@ async def test_a_shared_store_that_stops_answering_is_logged_once_and_timers_go_
     warnings = [r for r in caplog.records if "could not be read" in r.getMessage()]
     assert len(warnings) == 1
     assert any("can be read again" in r.getMessage() for r in caplog.records)
+
+
+async def test_closing_stops_the_timers_even_when_a_store_call_swallows_the_cancel(instances) -> None:
+    a = await instances()
+    working = a.store.timers_version
+    reading = asyncio.Event()
+
+    async def swallowing() -> int:  # as redis-py's own client does (tests/store/test_redis_cancellation.py)
+        reading.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.05)
+        return await working()
+
+    a.store.timers_version = swallowing  # type: ignore[method-assign]
+    await asyncio.wait_for(reading.wait(), 2)  # the scheduler is reading the store's version
+    await asyncio.wait_for(a.timers.close(), 3)

@@ -69,6 +69,7 @@ class TimerService:
         self._version = -1  # the shared store's timers_version last read
         self._store_down = False  # the last read of the shared store failed (logged once per outage)
         self._scheduler: asyncio.Task[None] | None = None
+        self._closing = False  # the scheduler's loop ends even if a library swallowed the cancel
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -82,6 +83,8 @@ class TimerService:
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule(), name="wren-timers")
 
     async def close(self) -> None:
+        self._closing = True
+        self._changed.set()
         tasks = [t for t in [self._scheduler, *self._in_flight.values()] if t is not None]
         for task in tasks:
             task.cancel()
@@ -204,7 +207,7 @@ class TimerService:
         return not self._store.shared or self._reachable is None or self._reachable(session_key)
 
     async def _schedule(self) -> None:
-        while True:
+        while not self._closing:
             self._changed.clear()  # before looking: a change made while we look wakes the wait below
             wait = MAX_WAIT_S
             if self._store.shared:
