@@ -29,7 +29,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from wren.store import redis_client
 from wren.store.records import (
     DELIVERED_TIMERS_KEPT_S,
     HistoryRow,
@@ -38,6 +37,7 @@ from wren.store.records import (
     redacted,
     trim_to_exchange,
 )
+from wren.store.redis_client import connect as cancellable_client
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ return redis.call('INCR', KEYS[4])
 
 def connect(url: str) -> Any:
     """An asyncio client for `url` (decoded strings, bounded socket waits, cancellation honoured)."""
-    return redis_client.connect(url, socket_timeout_s=SOCKET_TIMEOUT_S)
+    return cancellable_client(url, socket_timeout_s=SOCKET_TIMEOUT_S)
 
 
 class RedisSessionStore:
