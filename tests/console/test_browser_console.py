@@ -111,6 +111,7 @@ def _ota(server: Any, device_id: str, client_id: str) -> dict:
 
 
 def test_a_device_waiting_to_pair_appears_and_the_approve_button_pairs_it(start_server, browser):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -122,7 +123,10 @@ def test_a_device_waiting_to_pair_appears_and_the_approve_button_pairs_it(start_
         return found[0].text if found else ""
 
     def wait(condition: Any, what: str, timeout: float = 15) -> Any:
-        return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda d: condition(), what)
+        # The page re-renders its tables on every feed event: an element found a moment ago may be gone.
+        waiting = WebDriverWait(browser, timeout, poll_frequency=0.1,
+                                ignored_exceptions=(StaleElementReferenceException,))
+        return waiting.until(lambda d: condition(), what)
 
     try:
         browser.get(paired.http_url + "/")
@@ -144,13 +148,17 @@ def test_a_device_waiting_to_pair_appears_and_the_approve_button_pairs_it(start_
 
 
 def _drive(driver: Any, server: Any, seconds: float, other_id: str) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
     def wait(condition: Any, timeout: float = 30, what: str = "") -> Any:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(), what)
+        # The page re-renders its tables on every feed event: an element found a moment ago may be gone.
+        waiting = WebDriverWait(driver, timeout, poll_frequency=0.1,
+                                ignored_exceptions=(StaleElementReferenceException,))
+        return waiting.until(lambda d: condition(), what)
 
     def text(css: str) -> str:
         found = driver.find_elements(By.CSS_SELECTOR, css)
