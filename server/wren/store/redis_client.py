@@ -16,6 +16,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import redis.asyncio
+from redis.asyncio.client import Pipeline
+
 
 def _pending_cancels() -> int:
     task = asyncio.current_task()
@@ -27,28 +30,26 @@ def _raise_if_cancelled_meanwhile(before: int) -> None:
         raise asyncio.CancelledError("cancelled while a Redis command ran")
 
 
-def connect(url: str, *, socket_timeout_s: float) -> Any:
+class CancellablePipeline(Pipeline):
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        before = _pending_cancels()
+        result = await super().execute(raise_on_error)
+        _raise_if_cancelled_meanwhile(before)
+        return result
+
+
+class CancellableRedis(redis.asyncio.Redis):
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        before = _pending_cancels()
+        result = await super().execute_command(*args, **options)
+        _raise_if_cancelled_meanwhile(before)
+        return result
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> CancellablePipeline:
+        return CancellablePipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+def connect(url: str, *, socket_timeout_s: float) -> CancellableRedis:
     """An asyncio client for `url` (decoded strings, bounded socket waits) that honours cancellation."""
-    import redis.asyncio
-    from redis.asyncio.client import Pipeline
-
-    class CancellablePipeline(Pipeline):
-        async def execute(self, raise_on_error: bool = True) -> list[Any]:
-            before = _pending_cancels()
-            result = await super().execute(raise_on_error)
-            _raise_if_cancelled_meanwhile(before)
-            return result
-
-    class CancellableRedis(redis.asyncio.Redis):
-        async def execute_command(self, *args: Any, **options: Any) -> Any:
-            before = _pending_cancels()
-            result = await super().execute_command(*args, **options)
-            _raise_if_cancelled_meanwhile(before)
-            return result
-
-        def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
-            return CancellablePipeline(self.connection_pool, self.response_callbacks, transaction,
-                                       shard_hint)
-
     return CancellableRedis.from_url(url, decode_responses=True, socket_timeout=socket_timeout_s,
                                      socket_connect_timeout=socket_timeout_s, health_check_interval=30)
