@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 from wren.config import VadConfig
-from wren.speech.vad import GATE_HANGOVER_WINDOWS, load_vad
+from wren.speech.vad import GATE_HANGOVER_WINDOWS, NOISE_BLOCK_WINDOWS, load_vad
 
 from tests.speech.conftest import spoken
 from tests.speech.test_vad import _noise, _probabilities_in_60ms_frames
@@ -132,3 +132,59 @@ def test_gate_closes_again_after_the_hangover(silero_vad):
     assert silero_vad.inferences - before <= GATE_HANGOVER_WINDOWS + 1  # then silence is free again
     assert windows[-1] == 0.0
     stream.close()
+
+
+def _in_a_room(speech: bytes, noise_rms: float, gain: float, seed: int = 9, lead_s: float = 1.0) -> bytes:
+    """`lead_s` of room noise, then the sentence over the same noise, then a second of noise."""
+    lead, tail = bytes(int(16000 * lead_s) * 2), bytes(32000)
+    samples = np.frombuffer(lead + speech + tail, dtype="<i2").astype(np.float32)
+    samples[len(lead) // 2 : len(lead) // 2 + len(speech) // 2] *= gain
+    samples += np.frombuffer(_room_noise(len(samples) / 16000, noise_rms, seed), dtype="<i2")
+    return np.clip(samples, -32768, 32767).astype("<i2").tobytes()
+
+
+def test_gate_follows_a_steady_room_above_the_fixed_level(silero_vad):
+    """Room noise at -50 dBFS is above the fixed -55 dBFS gate; once its floor is known (one 512 ms block)
+    it is gated all the same, so a device in a humming room costs no network runs."""
+    stream = silero_vad.new_stream()
+    before = silero_vad.inferences
+    probabilities = _probabilities_in_60ms_frames(stream, _room_noise(10.0, rms=100.0))
+    assert len(probabilities) > 300
+    assert silero_vad.inferences - before <= NOISE_BLOCK_WINDOWS + GATE_HANGOVER_WINDOWS + 1
+    assert set(probabilities[NOISE_BLOCK_WINDOWS + GATE_HANGOVER_WINDOWS + 1 :]) == {0.0}
+    stream.close()
+
+
+def test_fixed_gate_alone_scores_every_window_of_a_room_above_it():
+    model = load_vad(VadConfig(engine="silero", noise_gate_margin_db=0))
+    stream = model.new_stream()
+    probabilities = _probabilities_in_60ms_frames(stream, _room_noise(3.0, rms=100.0))
+    assert model.inferences == len(probabilities)
+    stream.close()
+
+
+def test_a_room_louder_than_the_gate_ceiling_is_always_scored(silero_vad):
+    """Past NOISE_GATE_CEILING_DBFS (-40) the gate stops following: the network decides, as ungated."""
+    stream = silero_vad.new_stream()
+    before = silero_vad.inferences
+    probabilities = _probabilities_in_60ms_frames(stream, _room_noise(3.0, rms=1000.0))  # -30 dBFS
+    assert silero_vad.inferences - before == len(probabilities)
+    stream.close()
+
+
+@pytest.mark.parametrize("gain", [1.0, 0.1])  # normal and -20 dB speech
+@pytest.mark.parametrize("noise_rms", [100.0, 300.0])  # -50 and -41 dBFS rooms: 30 dB and 10 dB SNR at gain 1
+@pytest.mark.parametrize("text", SENTENCES)
+def test_noise_following_gate_keeps_onsets_and_speech_in_a_noisy_room(
+    silero_vad, ungated_silero, text, noise_rms, gain
+):
+    pcm = _in_a_room(spoken(text), noise_rms, gain)
+    before = silero_vad.inferences
+    gated = _probabilities_in_60ms_frames(silero_vad.new_stream(), pcm)
+    scored = silero_vad.inferences - before
+    ungated = _probabilities_in_60ms_frames(ungated_silero.new_stream(), pcm)
+    onset_gated, onset_ungated = _onset_window(gated), _onset_window(ungated)
+    assert onset_ungated is not None
+    assert onset_gated is not None and abs(onset_gated - onset_ungated) <= 1
+    assert abs(sum(p >= 0.5 for p in gated) - sum(p >= 0.5 for p in ungated)) <= 2
+    assert scored < len(gated) * 0.85  # the gate did skip the room between the edges of speech

@@ -93,6 +93,9 @@ class VadConfig:
     # Silero: windows quieter than this (RMS, dBFS) with nothing louder in the last 0.5 s score 0.0 without
     # running the model (room silence costs microseconds); -200 disables the gate. See wren.speech.vad.
     energy_gate_dbfs: float = -55.0
+    # ...and the gate follows the room: windows less than this far above its noise floor (the quietest
+    # window of the last 2 s) are gated too, up to -40 dBFS. 0 keeps only the fixed level.
+    noise_gate_margin_db: float = 10.0
     # A silence this long after speech is a pause: the recogniser may decode what it has so far, so that
     # little is left to do when the utterance ends (moonshine). Shorter = earlier results, more CPU.
     pause_ms: int = 64
