@@ -42,6 +42,7 @@ from tools.bench.common import (
     PYTHON,
     SENTENCES,
     ServerProcess,
+    box_speed,
     device_id,
     fmt,
     hist_percentile,
@@ -49,6 +50,7 @@ from tools.bench.common import (
     ms,
     noise_packets,
     percentile,
+    speed_line,
     summary,
     utterances,
     write_json,
@@ -371,7 +373,9 @@ def main() -> int:
         env[key] = value
     with ServerProcess(env_overrides=env) as server:
         res = run(server, args.quick, args.n)
+    res["speed"] = box_speed()
     print_table(res)
+    print(speed_line(res["speed"]))
     write_json(args.json, res)
     return 0
 

@@ -35,12 +35,14 @@ from tools.bench.common import (
     UPLINK_RATE,
     ServerProcess,
     Utterance,
+    box_speed,
     device_id,
     fmt,
     ms,
     opus_packets,
     pad_to_frame,
     speech_end_frame,
+    speed_line,
     summary,
     write_json,
 )
@@ -224,7 +226,9 @@ def main() -> int:
         env[key] = value
     with ServerProcess(env_overrides=env) as server:
         res = run(server, args.quick, args.active, args.idle, args.requests)
+    res["speed"] = box_speed()
     print_table(res)
+    print(speed_line(res["speed"]))
     write_json(args.json, res)
     return 0
 

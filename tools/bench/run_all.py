@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import contextlib
 
 from tools.bench import concurrency, firmware_footprint, memory, overlap, turn_latency, understanding
-from tools.bench.common import PYTHON, REPO, ServerProcess, fmt, machine, write_json
+from tools.bench.common import PYTHON, REPO, ServerProcess, fmt, machine, speed_line, write_json
 
 TARGETS = {
     "manual_p50": 250.0,
@@ -299,6 +299,7 @@ def print_table(res: dict) -> None:
         f"Wren benchmarks, {meta['date_utc']}, {m['cores']} cores ({m['cpu']}), Python {m['python']}, "
         f"`{meta['command']}` ({meta.get('total_seconds')} s)"
     )
+    print(speed_line(m.get("speed")))
     width = max(len(r["metric"]) for r in res["table"])
     print(f"{'metric':<{width}}  {'measured':>12}  {'target':>10}  status")
     for r in res["table"]:
@@ -314,7 +315,7 @@ def markdown_table(res: dict) -> str:
         f"Measured {meta['date_utc']} on {m['cores']} cores ({m['cpu']}, {m['memory_gb']} GB), Python "
         f"{m['python']}, commit {meta.get('commit', '?')}, `{meta['command']}` "
         f"({meta.get('total_seconds')} s; load average {m['load_avg_at_start'][0]} at start, "
-        f"{meta.get('load_avg_at_end', ['?'])[0]} at end).",
+        f"{meta.get('load_avg_at_end', ['?'])[0]} at end); {speed_line(m.get('speed'))}.",
         "",
         "| Metric | Measured | Target | Status |",
         "|---|---:|---:|---|",
