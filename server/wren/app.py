@@ -18,6 +18,7 @@ from wren.agent.http import API_KEY_FILE, load_or_create_api_key, new_api_key
 from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError, package_version
+from wren.pipeline.batched_executor import BatchedExecutor
 from wren.pipeline.tts_scheduler import TtsScheduler
 from wren.privacy import log_transcripts
 from wren.session import SessionServices
@@ -68,7 +69,8 @@ class WrenServer:
         self.agent = agent
         self._own_speech = speech is None  # what we load we close (ASR worker processes)
         self._own_agent = agent is None
-        self.listen_executor = ThreadPoolExecutor(max(1, config.server.listen_workers), "wren-listen")
+        # The uplink's many short jobs (one per frame): batched hand-off, see wren.pipeline.batched_executor.
+        self.listen_executor = BatchedExecutor(config.server.listen_workers, "wren-listen")
         self.speak_executor = ThreadPoolExecutor(max(1, config.server.speak_workers), "wren-speak")
         # Every session's synthesis goes through this one scheduler: earliest deadline first on the speak
         # workers, so one device's long reply never queues ahead of another's first words.
@@ -186,7 +188,7 @@ class WrenServer:
         if self._own_agent and self.agent is not None:
             await self.agent.close()
             self.agent = None
-        self.listen_executor.shutdown(wait=False, cancel_futures=True)
+        self.listen_executor.shutdown()
         self.speak_executor.shutdown(wait=False, cancel_futures=True)
         if self._own_speech and self.speech is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.speech.close)

@@ -24,6 +24,7 @@ from typing import Any
 
 from wren.agent.events import TextChunk
 from wren.config import Config
+from wren.pipeline.batched_executor import BatchedExecutor
 from wren.pipeline.turn_detection import ListenMode
 from wren.session.device_session import DeviceSession
 from wren.session.listen_rules import ListenState
@@ -272,7 +273,7 @@ class Harness:
         self.config = config or fast_config()
         self.vad, self.asr, self.tts, self.agent = Vad(), Asr(), Tts(), Agent()
         self.conn = Connection()
-        self._listen_pool = ThreadPoolExecutor(2, thread_name_prefix="test-listen")
+        self._listen_pool = BatchedExecutor(2, "test-listen")
         self._speak_pool = ThreadPoolExecutor(2, thread_name_prefix="test-speak")
         services = SessionServices(
             config=self.config, speech=SimpleNamespace(vad=self.vad, asr=self.asr, tts=self.tts),

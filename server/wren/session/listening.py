@@ -1,18 +1,19 @@
 """A session's uplink driver: one `wren.pipeline.uplink.Uplink` per utterance, run in the listen executor.
 
 The uplink is used by one thread at a time: every call goes through `_run`, which remembers the executor
-job, so `close()` can wait for a job still running after its awaiting task was cancelled.
+job and awaits it shielded, so a job always runs to its end and `close()` can wait for one still running
+after its awaiting task was cancelled. The executor is `wren.pipeline.batched_executor.BatchedExecutor`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from wren.config import VadConfig
+from wren.pipeline.batched_executor import BatchedExecutor
 from wren.pipeline.frames import Frame, InputEnd, StageError, Utterance
 from wren.pipeline.recognise import Bias
 from wren.pipeline.timing import UplinkTiming
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 class Listener:
-    def __init__(self, speech: Any, vad: VadConfig, executor: concurrent.futures.Executor,
+    def __init__(self, speech: Any, vad: VadConfig, executor: BatchedExecutor,
                  timing: UplinkTiming, speaker: str) -> None:
         self._speech = speech
         self._vad = vad
@@ -34,7 +35,7 @@ class Listener:
         self._rate = 16000
         self._bias: Bias | None = None
         self._uplink: Uplink | None = None
-        self._job: concurrent.futures.Future[Any] | None = None
+        self._job: asyncio.Future[Any] | None = None
         self.mode = ListenMode.AUTO
         self.bad_packets = 0
 
@@ -49,7 +50,7 @@ class Listener:
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         job = self._executor.submit(fn, *args)
         self._job = job
-        return await asyncio.wrap_future(job)
+        return await asyncio.shield(job)
 
     def _open(self, mode: ListenMode) -> None:
         self._release()
@@ -119,7 +120,7 @@ class Listener:
     async def close(self) -> None:
         """The session is over: wait for a job still running, then release."""
         if self._job is not None and not self._job.done():
-            await asyncio.wait([asyncio.wrap_future(self._job)])
+            await asyncio.wait([self._job])
         try:
             await self._run(self._release)
         except Exception:

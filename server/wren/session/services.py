@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wren.config import Config
+from wren.pipeline.batched_executor import BatchedExecutor
 from wren.pipeline.timing import TimingSink
 from wren.pipeline.tts_scheduler import TtsScheduler
 
@@ -45,7 +46,7 @@ class SessionServices:
     config: Config
     speech: Any  # wren.speech.SpeechStack (vad, asr, tts)
     agent: Any  # wren.agent.loop.AgentLoop
-    listen_executor: Executor  # decode, VAD, ASR accept/finish
+    listen_executor: BatchedExecutor  # decode, VAD, ASR accept/finish: one short job per uplink frame
     speak_executor: Executor  # TTS synthesis, resampling, encoding
     wake_words: frozenset[str] = field(default_factory=frozenset)
     timing: TimingSink | None = None  # gets every turn record and uplink lag (the server's /metrics)

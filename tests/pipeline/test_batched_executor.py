@@ -1,0 +1,84 @@
+"""The uplink's executor: jobs run on its threads, results come back to the loop in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from wren.pipeline import batched_executor
+from wren.pipeline.batched_executor import BatchedExecutor
+
+
+@pytest.fixture
+def executor():
+    pool = BatchedExecutor(2, "test-batched")
+    yield pool
+    pool.shutdown(wait=True)
+
+
+async def test_results_and_exceptions_reach_the_awaiting_task(executor):
+    assert await executor.submit(lambda a, b: a + b, 2, 3) == 5
+
+    def fail() -> None:
+        raise ValueError("corrupt packet")
+
+    with pytest.raises(ValueError, match="corrupt packet"):
+        await executor.submit(fail)
+    assert (await executor.submit(lambda: threading.current_thread().name)).startswith("test-batched_")
+
+
+async def test_results_waiting_together_come_back_in_one_loop_wake_up(executor, monkeypatch):
+    wake_ups = []
+    resolve = batched_executor._resolve
+    monkeypatch.setattr(batched_executor, "_resolve", lambda results: (wake_ups.append(len(results)),
+                                                                          resolve(results)))
+    hold = threading.Event()
+    blockers = [executor.submit(hold.wait, 5) for _ in range(2)]  # both workers busy
+    await asyncio.sleep(0.05)
+    jobs = [executor.submit(lambda i=i: i * i) for i in range(100)]
+    assert executor.waiting == 100
+    hold.set()
+    assert await asyncio.gather(*jobs) == [i * i for i in range(100)]
+    await asyncio.gather(*blockers)
+    assert sum(wake_ups) == 102
+    assert len(wake_ups) <= 8  # 100 jobs, at most 64 per batch, shared by two workers: not 100 wake-ups
+
+
+async def test_both_workers_run_jobs_at_the_same_time(executor):
+    both = threading.Barrier(2, timeout=5)  # passes only if two jobs are inside it at once
+    assert sorted(await asyncio.gather(executor.submit(both.wait), executor.submit(both.wait))) == [0, 1]
+
+
+async def test_a_job_whose_task_was_cancelled_still_runs_to_its_end(executor):
+    started, finish, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def job() -> str:
+        started.set()
+        finish.wait(5)
+        finished.set()
+        return "done"
+
+    future = executor.submit(job)
+    waiter = asyncio.ensure_future(asyncio.shield(future))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    waiter.cancel()
+    finish.set()
+    assert await future == "done"  # what a session waits for before releasing the uplink
+    assert finished.is_set()
+
+
+async def test_shutdown_cancels_jobs_not_started_and_refuses_new_ones():
+    pool = BatchedExecutor(1, "test-batched")
+    hold = threading.Event()
+    running = pool.submit(hold.wait, 5)
+    await asyncio.sleep(0.05)
+    queued = pool.submit(lambda: "never")
+    pool.shutdown()
+    hold.set()
+    assert await running is True
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        pool.submit(lambda: None)
+    pool.shutdown(wait=True)
