@@ -17,14 +17,16 @@ Every metric is listed in docs/server.md "Metrics".
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.utils import floatToGoString
 
 from wren.config import package_version
 
@@ -65,11 +67,7 @@ class ServerMetrics:
             "wren_turn_stage_seconds", "Latency of each stage of a reply turn (the turn timing records).",
             ["stage"], buckets=STAGE_BUCKETS_S, registry=self.registry,
         )
-        self.lag = Histogram(
-            "wren_uplink_lag_seconds",
-            "How far behind real time each uplink audio frame finished decode, VAD and ASR.",
-            buckets=LAG_BUCKETS_S, registry=self.registry,
-        )
+        self.lag = LagHistogram(LAG_BUCKETS_S)
         for source in ("speech", "text", "prompt"):  # present (at 0) from the first scrape
             for cancelled in ("false", "true"):
                 self.turns.labels(source, cancelled)
@@ -90,7 +88,7 @@ class ServerMetrics:
                 self.turn_stage.labels(stage).observe(max(0.0, ms) / 1000)
 
     def uplink_lag(self, lag_ms: float) -> None:
-        self.lag.observe(max(0.0, lag_ms) / 1000)
+        self.lag.observe(lag_ms / 1000)
 
     # ---- sessions (called by wren.transport.websocket) ----------------------------------------------
 
@@ -141,6 +139,34 @@ def _queue_size(executor: Any) -> int | None:
         return None
 
 
+class LagHistogram:
+    """`wren_uplink_lag_seconds`, observed once per uplink frame of every device (3,000+ a second at 200
+    devices), on the event loop only. A prometheus `Histogram` takes a lock and walks its buckets in Python
+    per observation (3 % of the server's GIL time with 20 streaming devices); this is one `bisect` and two
+    additions, and the cumulative buckets are built at scrape time."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last one: above the largest bound (+Inf)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        seconds = seconds if seconds > 0.0 else 0.0
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+    def family(self) -> HistogramMetricFamily:
+        cumulative, buckets = 0, []
+        for bound, count in zip((*map(floatToGoString, self.bounds), "+Inf"), self.counts, strict=True):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        return HistogramMetricFamily(
+            "wren_uplink_lag_seconds",
+            "How far behind real time each uplink audio frame finished decode, VAD and ASR.",
+            buckets=buckets, sum_value=self.sum,
+        )
+
+
 class _LiveCollector:
     """What is read at scrape time: devices, dropped input, queue depths, the version."""
 
@@ -156,6 +182,7 @@ class _LiveCollector:
                                  labels=["version"])
         info.add_metric([package_version()], 1)
         yield info
+        yield m.lag.family()
         devices = GaugeMetricFamily("wren_devices_connected", "Device sockets with a live session, by state.",
                                     labels=["state"])
         for state, count in m.device_states().items():
