@@ -57,6 +57,7 @@ from tools.bench.common import (
 )
 
 SERVER_ENV = {"WREN_VAD_NO_SPEECH_TIMEOUT_S": "120"}
+SILENT_OFFSET_S = 1e9  # an utterance slot no run reaches
 REPLY_ALLOWANCE_S = 8.0  # after the last utterance: silence window + ASR + reply playback
 HARD_EXTRA_S = 10.0  # a device still waiting for its reply gives up this long after the window
 
@@ -190,7 +191,9 @@ def worker(spec_path: str, result_path: str) -> int:
 # ---- parent --------------------------------------------------------------------------------------
 
 
-def run_n(server: ServerProcess, n: int, speak_span_s: float, run_id: int, packets_file: str) -> dict:
+def run_n(
+    server: ServerProcess, n: int, speak_span_s: float, run_id: int, packets_file: str, silent: bool = False
+) -> dict:
     import psutil
 
     rng = random.Random(run_id)
@@ -204,7 +207,8 @@ def run_n(server: ServerProcess, n: int, speak_span_s: float, run_id: int, packe
         {
             "id": device_id(run_id, i),
             "sentence": i % len(SENTENCES),
-            "offset": 1.0 + (i + rng.random()) * speak_span_s / n,
+            # silent: never speak (what a stream of room noise alone costs the server)
+            "offset": SILENT_OFFSET_S if silent else 1.0 + (i + rng.random()) * speak_span_s / n,
             "phase": rng.random() * FRAME_MS / 1000,
             "noise_start": rng.randrange(1000),
         }
@@ -324,7 +328,7 @@ def _aggregate(
     return out
 
 
-def run(server: ServerProcess, quick: bool, counts: list[int] | None = None) -> dict:
+def run(server: ServerProcess, quick: bool, counts: list[int] | None = None, silent: bool = False) -> dict:
     counts = counts or ([3] if quick else [10, 50, 100, 200])
     span = 4.0 if quick else 30.0
     utts = utterances(SENTENCES)
@@ -335,9 +339,9 @@ def run(server: ServerProcess, quick: bool, counts: list[int] | None = None) -> 
     try:
         rows = []
         for i, n in enumerate(counts):
-            rows.append(run_n(server, n, span, 100 + i, packets_file))
+            rows.append(run_n(server, n, span, 100 + i, packets_file, silent))
             time.sleep(1.0)
-        return {"server_env": SERVER_ENV, "speak_span_s": span, "rows": rows}
+        return {"server_env": SERVER_ENV, "speak_span_s": span, "silent": silent, "rows": rows}
     finally:
         Path(packets_file).unlink(missing_ok=True)
 
@@ -366,13 +370,15 @@ def main() -> int:
     parser.add_argument("--n", type=int, nargs="*", help="device counts (default 10 50 100 200)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--env", nargs="*", help="extra server environment, KEY=VALUE (experiments)")
+    parser.add_argument("--silent", action="store_true",
+                        help="devices only stream room noise: the server's cost of a stream alone")
     args = parser.parse_args()
     env = dict(SERVER_ENV)
     for item in args.env or []:  # experiments: --env WREN_ASR_POOL_SIZE=8
         key, _, value = item.partition("=")
         env[key] = value
     with ServerProcess(env_overrides=env) as server:
-        res = run(server, args.quick, args.n)
+        res = run(server, args.quick, args.n, args.silent)
     res["speed"] = box_speed()
     print_table(res)
     print(speed_line(res["speed"]))
