@@ -28,21 +28,52 @@ async def test_results_and_exceptions_reach_the_awaiting_task(executor):
     assert (await executor.submit(lambda: threading.current_thread().name)).startswith("test-batched_")
 
 
-async def test_results_waiting_together_come_back_in_one_loop_wake_up(executor, monkeypatch):
+async def _busy_workers(executor: BatchedExecutor, hold: threading.Event) -> list:
+    """Occupy every worker with a job that waits for `hold`; returns once each has really started."""
+    blockers = []
+    for _ in range(executor.workers):
+        started = threading.Event()
+        blockers.append(executor.submit(lambda started=started: (started.set(), hold.wait(5))))
+        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    return blockers
+
+
+async def test_results_waiting_together_come_back_in_few_loop_wake_ups(executor, monkeypatch):
     wake_ups = []
     resolve = batched_executor._resolve
     monkeypatch.setattr(batched_executor, "_resolve", lambda results: (wake_ups.append(len(results)),
                                                                           resolve(results)))
     hold = threading.Event()
-    blockers = [executor.submit(hold.wait, 5) for _ in range(2)]  # both workers busy
-    await asyncio.sleep(0.05)
+    blockers = await _busy_workers(executor, hold)
+    wake_ups.clear()
     jobs = [executor.submit(lambda i=i: i * i) for i in range(100)]
     assert executor.waiting == 100
     hold.set()
     assert await asyncio.gather(*jobs) == [i * i for i in range(100)]
     await asyncio.gather(*blockers)
     assert sum(wake_ups) == 102
-    assert len(wake_ups) <= 8  # 100 jobs, at most 64 per batch, shared by two workers: not 100 wake-ups
+    assert len(wake_ups) <= 20  # 100 jobs waiting together: batched, not 100 wake-ups
+
+
+async def test_a_job_that_may_block_hands_over_the_finished_results_first(executor, monkeypatch):
+    """A recogniser's finish can wait for a decode: frames finished before it must not wait behind it."""
+    hold, finish_started, release_finish = threading.Event(), threading.Event(), threading.Event()
+    blockers = await _busy_workers(executor, hold)
+    quick = [executor.submit(lambda i=i: i) for i in range(5)]
+
+    def finish() -> str:
+        finish_started.set()
+        release_finish.wait(5)
+        return "words"
+
+    slow = executor.submit(finish, may_block=True)
+    hold.set()
+    await asyncio.get_running_loop().run_in_executor(None, finish_started.wait, 5)
+    assert await asyncio.wait_for(asyncio.gather(*quick), 5) == list(range(5))  # while finish still runs
+    assert not slow.done()
+    release_finish.set()
+    assert await slow == "words"
+    await asyncio.gather(*blockers)
 
 
 async def test_both_workers_run_jobs_at_the_same_time(executor):
@@ -71,12 +102,11 @@ async def test_a_job_whose_task_was_cancelled_still_runs_to_its_end(executor):
 async def test_shutdown_cancels_jobs_not_started_and_refuses_new_ones():
     pool = BatchedExecutor(1, "test-batched")
     hold = threading.Event()
-    running = pool.submit(hold.wait, 5)
-    await asyncio.sleep(0.05)
+    (running,) = await _busy_workers(pool, hold)
     queued = pool.submit(lambda: "never")
     pool.shutdown()
     hold.set()
-    assert await running is True
+    assert await running == (None, True)
     with pytest.raises(asyncio.CancelledError):
         await queued
     with pytest.raises(RuntimeError, match="after shutdown"):

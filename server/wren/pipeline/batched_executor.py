@@ -5,8 +5,11 @@ job (decode, VAD, turn detection: ≈70 µs with the VAD gated). With the stock 
 `concurrent.futures.Future` (a condition variable of its own), the chained asyncio future, and its own
 `call_soon_threadsafe` (a write to the loop's self-pipe and one more loop iteration). Profiled with 20
 streaming devices, that hand-off held the GIL longer than the jobs did (21 % of all GIL time against 9 %).
-Here a job is an asyncio future plus a deque entry; a worker takes what is waiting (its share, when several
-threads are idle), runs it, and hands all the results back in one `call_soon_threadsafe`. Under load the
+Here a job is an asyncio future plus a deque entry. Each worker takes one job at a time (so a slow job never
+keeps others from starting: the other worker takes them), and holds the results back while more jobs are
+waiting, handing them all to the loop in one `call_soon_threadsafe` when the queue is empty, when
+`MAX_BATCH` are held, when the oldest has waited `MAX_HOLD_S`, or before a job submitted as `may_block`
+(a recogniser's finish, which can wait for a decode: no finished frame waits behind it). Under load the
 batches grow and the per-frame cost falls; with one device it is one job per wake-up, as before.
 
 Semantics the sessions rely on (those of the pool it replaces): jobs start in submission order; a job whose
@@ -23,15 +26,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 64  # results handed back per wake-up, at most: one worker never sits on finished results long
+MAX_BATCH = 64  # results handed back per wake-up, at most
+MAX_HOLD_S = 0.002  # a finished result waits at most this long (plus the job then running) for company
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], bool]
 _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
@@ -54,13 +59,14 @@ class BatchedExecutor:
         """Jobs not yet taken by a worker (the metrics' queue depth)."""
         return len(self._jobs)
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def submit(self, fn: Callable[..., Any], *args: Any, may_block: bool = False) -> asyncio.Future[Any]:
+        """`may_block`: the job may wait on something else (results held back are handed over first)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name}: cannot schedule new work after shutdown")
-            self._jobs.append((loop, future, fn, args))
+            self._jobs.append((loop, future, fn, args, may_block))
             if self._idle:
                 self._ready.notify()
         return future
@@ -72,38 +78,54 @@ class BatchedExecutor:
             pending = list(self._jobs)
             self._jobs.clear()
             self._ready.notify_all()
-        for loop, future, _fn, _args in pending:
+        for loop, future, *_job in pending:
             _call_soon(loop, future.cancel)
         if wait:
             for thread in self._threads:
                 thread.join()
 
-    def _take(self) -> list[_Job] | None:
+    def _take(self, wait: bool) -> _Job | None:
+        """The next job; None if there is none (`wait`: only once closed and empty)."""
         with self._ready:
             while not self._jobs:
-                if self._closed:
+                if self._closed or not wait:
                     return None
                 self._idle += 1
                 self._ready.wait()
                 self._idle -= 1
-            # Leave a share for the other idle workers: decode and ONNX release the GIL, so two run at once.
-            share = -(-len(self._jobs) // (self._idle + 1))
-            batch = [self._jobs.popleft() for _ in range(min(share, MAX_BATCH))]
-            if self._jobs and self._idle:
-                self._ready.notify()
-            return batch
+            return self._jobs.popleft()
 
     def _work(self) -> None:
-        while (batch := self._take()) is not None:
-            done: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
-            for loop, future, fn, args in batch:
-                try:
-                    outcome: _Done = (future, fn(*args), None)
-                except BaseException as exc:  # handed to the awaiting task, as a pool's future would
-                    outcome = (future, None, exc)
-                done.setdefault(loop, []).append(outcome)
-            for loop, results in done.items():
-                _call_soon(loop, _resolve, results)
+        held: list[tuple[asyncio.AbstractEventLoop, _Done]] = []  # finished, not yet handed back
+        held_since = 0.0
+        while True:
+            job = self._take(wait=not held)
+            if job is None or (held and (job[4] or time.monotonic() - held_since >= MAX_HOLD_S)):
+                _hand_back(held)
+                held = []
+            if job is None:
+                if self._closed and not self._jobs:
+                    return
+                continue
+            loop, future, fn, args, may_block = job
+            try:
+                outcome: _Done = (future, fn(*args), None)
+            except BaseException as exc:  # handed to the awaiting task, as a pool's future would
+                outcome = (future, None, exc)
+            if not held:
+                held_since = time.monotonic()
+            held.append((loop, outcome))
+            if may_block or len(held) >= MAX_BATCH:
+                _hand_back(held)
+                held = []
+
+
+def _hand_back(held: list[tuple[asyncio.AbstractEventLoop, _Done]]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
+    for loop, outcome in held:
+        by_loop.setdefault(loop, []).append(outcome)
+    for loop, results in by_loop.items():
+        _call_soon(loop, _resolve, results)
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:

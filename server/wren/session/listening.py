@@ -47,8 +47,8 @@ class Listener:
     def active(self) -> bool:
         return self._uplink is not None and not self._uplink.ended
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        job = self._executor.submit(fn, *args)
+    async def _run(self, fn: Callable[..., Any], *args: Any, may_block: bool = False) -> Any:
+        job = self._executor.submit(fn, *args, may_block=may_block)
         self._job = job
         return await asyncio.shield(job)
 
@@ -114,7 +114,7 @@ class Listener:
             self._release()
             return frames
 
-        frames = await self._run(finish)
+        frames = await self._run(finish, may_block=True)  # the recogniser's finish may wait for a decode
         return next(f for f in frames if isinstance(f, Utterance))
 
     async def close(self) -> None:
