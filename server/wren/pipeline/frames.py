@@ -14,6 +14,7 @@ next to decoding it.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -117,6 +118,26 @@ class Utterance(DataFrame):
     # No recogniser could be opened (`AsrUnavailable`: `[limits] asr_streams` reached, no ASR worker up):
     # nobody listened, so the session says it is busy instead of "I didn't catch that".
     asr_unavailable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Transcribing(ControlFrame):
+    """The utterance is over and a whole-utterance recogniser (Moonshine) is still decoding its words.
+
+    The uplink hands out the decode's future instead of waiting for it, so a listen thread never sits idle
+    behind a busy recogniser while every other stream's audio queues up; the session awaits the words on
+    the event loop (`wren.pipeline.recognise.settle_async`) and goes on with the `Utterance`."""
+
+    words: Future  # concurrent.futures.Future[str]; an AsrError if the recogniser failed
+    heard_speech: bool
+    audio_ms: int
+    reason: InputEnd
+    ended_at: float
+    asr_unavailable: bool = False
+
+    def utterance(self, text: str, decoded_at: float) -> Utterance:
+        return Utterance(text, self.heard_speech, self.audio_ms, self.reason, self.ended_at, decoded_at,
+                         asr_unavailable=self.asr_unavailable)
 
 
 @dataclass(frozen=True, slots=True)

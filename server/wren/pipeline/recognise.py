@@ -16,10 +16,17 @@ no-text path). A recogniser that cannot be opened at all (`AsrUnavailable`: the 
 `[limits] asr_streams`, or no ASR worker running) goes the same way, and the `Utterance` says so
 (`asr_unavailable`), so the session answers "busy" rather than "I didn't catch that". The utterance still
 runs to its end (VAD, turn detection): the answer comes when the person stops, not over their words.
+
+A recogniser that can finish without blocking (`finish_later()`, Moonshine) is not waited for here: the
+stage puts out a `Transcribing` frame with the decode's future and hands the stream over to it (the stream
+closes itself once its words are out), and the session awaits the words (`settle_async`). Blocking here
+would hold a listen thread, shared by every session's audio, for as long as the recogniser's queue is.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -35,6 +42,7 @@ from wren.pipeline.frames import (
     SpeechPause,
     SpeechResume,
     StageError,
+    Transcribing,
     Utterance,
 )
 from wren.pipeline.stage import BlockingStage
@@ -43,6 +51,7 @@ from wren.speech.asr.errors import AsrError, AsrUnavailable
 log = logging.getLogger(__name__)
 
 Bias = Callable[[], tuple[tuple[str, ...], float]]  # (phrases Wren can act on, strength)
+WORDS_TIMEOUT_S = 60.0  # a recogniser that has not finished by then has failed this utterance
 
 
 class RecogniseStage(BlockingStage):
@@ -113,6 +122,9 @@ class RecogniseStage(BlockingStage):
     def _finish(self, end: EndOfInput) -> list[Frame]:
         text = ""
         out: list[Frame] = []
+        later = getattr(self._stream, "finish_later", None)
+        if later is not None:
+            return [self._transcribing(later, end)]
         if self._stream is not None:
             try:
                 text = self._stream.finish().strip()
@@ -123,6 +135,18 @@ class RecogniseStage(BlockingStage):
         out.append(Utterance(text, end.heard_speech, end.audio_ms, end.reason, end.at, time.monotonic(),
                              asr_unavailable=self._unavailable))
         return out
+
+    def _transcribing(self, finish_later: Callable[[], concurrent.futures.Future], end: EndOfInput) -> Frame:
+        stream, self._stream = self._stream, None  # the frame owns it now: close() must not cancel the decode
+        try:
+            words = finish_later()
+        except AsrError as exc:
+            words = concurrent.futures.Future()
+            words.set_exception(exc)
+        words.add_done_callback(lambda _: _close_quietly(stream))
+        self.close()
+        return Transcribing(words, end.heard_speech, end.audio_ms, end.reason, end.at,
+                            asr_unavailable=self._unavailable)
 
     def _guard(self, call: Callable[..., Any], *args: Any) -> list[Frame]:
         try:
@@ -143,3 +167,48 @@ class RecogniseStage(BlockingStage):
                 self._stream.close()
             self._stream = None
         return [StageError(self.name, exc)]
+
+
+def _close_quietly(stream: Any) -> None:
+    try:
+        stream.close()
+    except AsrError as exc:
+        log.warning("releasing the recogniser failed: %s", exc)
+
+
+def _settled(pending: Transcribing, words: concurrent.futures.Future | None, error: Exception | None
+             ) -> list[Frame]:
+    if error is None and words is not None:
+        return [pending.utterance(str(words.result()).strip(), time.monotonic())]
+    log.warning("speech recognition failed at the end of the utterance: %s", error)
+    failure = error if isinstance(error, AsrError) else AsrError(f"the recogniser failed: {error!r}")
+    return [StageError(RecogniseStage.name, failure), pending.utterance("", time.monotonic())]
+
+
+def settle(pending: Transcribing, timeout: float = WORDS_TIMEOUT_S) -> list[Frame]:
+    """Wait for the words (blocking): the `Utterance`, after a `StageError` if the recogniser failed."""
+    try:
+        pending.words.result(timeout)
+    except concurrent.futures.TimeoutError:
+        return _settled(pending, None, AsrError(f"no words within {timeout:.0f} s"))
+    except Exception as exc:
+        return _settled(pending, None, exc)
+    return _settled(pending, pending.words, None)
+
+
+async def settle_async(pending: Transcribing, timeout: float = WORDS_TIMEOUT_S) -> list[Frame]:
+    """`settle` on the event loop: other sessions go on while this one waits for its words."""
+    try:
+        await asyncio.wait_for(asyncio.wrap_future(pending.words), timeout)
+    except TimeoutError:
+        pending.words.cancel()
+        return _settled(pending, None, AsrError(f"no words within {timeout:.0f} s"))
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the session is closing
+        # The decode itself was cancelled (the engine is closing): this utterance has no words.
+        return _settled(pending, None, AsrError("the recogniser's decode was cancelled"))
+    except Exception as exc:
+        return _settled(pending, None, exc)
+    return _settled(pending, pending.words, None)

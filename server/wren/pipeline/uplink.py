@@ -24,11 +24,12 @@ from wren.pipeline.frames import (
     Pcm,
     SpeechOnset,
     StageError,
+    Transcribing,
     UplinkPacket,
     Utterance,
     VoiceActivity,
 )
-from wren.pipeline.recognise import Bias, RecogniseStage
+from wren.pipeline.recognise import Bias, RecogniseStage, settle
 from wren.pipeline.stage import BlockingStage, Chain
 from wren.pipeline.turn_detection import ListenMode, TurnDetector
 from wren.speech.codec import CodecError
@@ -87,7 +88,7 @@ class VadStage(BlockingStage):
 
 
 def _is_turn_event(frame: Frame) -> bool:
-    return isinstance(frame, SpeechOnset | Utterance)
+    return isinstance(frame, SpeechOnset | Utterance | Transcribing)
 
 
 class Uplink:
@@ -136,7 +137,8 @@ class Uplink:
 
     def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> list[Frame]:
         """The utterance is over (`listen stop`): its `Utterance` (and any StageError), near-instantly,
-        since the audio was recognised while it arrived."""
+        since the audio was recognised while it arrived; or `Transcribing`, if the recogniser is still at
+        it (`wren.pipeline.recognise`)."""
         return self._chain.push(EndOfInput(reason, time.monotonic()))
 
     def close(self) -> None:
@@ -146,5 +148,12 @@ class Uplink:
 
 
 def utterance_of(frames: Iterable[Frame]) -> Utterance | None:
-    return next((f for f in frames if isinstance(f, Utterance)), None)
+    """The `Utterance` among an uplink call's frames, waiting for its words if they are still decoding (for
+    callers with no event loop; the session awaits them with `settle_async` instead)."""
+    for frame in frames:
+        if isinstance(frame, Utterance):
+            return frame
+        if isinstance(frame, Transcribing):
+            return next(f for f in settle(frame) if isinstance(f, Utterance))
+    return None
 

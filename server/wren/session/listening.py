@@ -14,8 +14,8 @@ from typing import Any
 
 from wren.config import VadConfig
 from wren.pipeline.batched_executor import BatchedExecutor
-from wren.pipeline.frames import Frame, InputEnd, StageError, Utterance
-from wren.pipeline.recognise import Bias
+from wren.pipeline.frames import Frame, InputEnd, StageError, Transcribing, Utterance
+from wren.pipeline.recognise import Bias, settle_async
 from wren.pipeline.timing import UplinkTiming
 from wren.pipeline.turn_detection import ListenMode
 from wren.pipeline.uplink import DecodeStage, Uplink
@@ -102,7 +102,7 @@ class Listener:
             else:
                 self.bad_packets += 1
         del payloads[: len(outcomes)]
-        return events
+        return await _with_words(events)
 
     async def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> Utterance:
         """Close the utterance now (`listen stop`); its words (empty if the recogniser had none)."""
@@ -114,7 +114,8 @@ class Listener:
             self._release()
             return frames
 
-        frames = await self._run(finish, may_block=True)  # the recogniser's finish may wait for a decode
+        # may_block: a recogniser without `finish_later` (pocketsphinx, vosk) waits for its decode here.
+        frames = await _with_words(await self._run(finish, may_block=True))
         return next(f for f in frames if isinstance(f, Utterance))
 
     async def close(self) -> None:
@@ -125,3 +126,14 @@ class Listener:
             await self._run(self._release)
         except Exception:
             log.exception("releasing the uplink failed")
+
+
+async def _with_words(frames: list[Frame]) -> list[Frame]:
+    """The frames, with a `Transcribing` replaced by its `Utterance` once the words are out (awaited here,
+    on the event loop, so no listen thread waits for a busy recogniser)."""
+    if not any(isinstance(f, Transcribing) for f in frames):
+        return frames
+    out: list[Frame] = []
+    for frame in frames:
+        out.extend(await settle_async(frame) if isinstance(frame, Transcribing) else (frame,))
+    return out

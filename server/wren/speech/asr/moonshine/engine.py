@@ -143,6 +143,7 @@ class MoonshineStream:
         self._guess: _Guess | None = None
         self._pause_at: int | None = None  # samples into the window at the last pause (None: speaking)
         self._final: str | None = None
+        self._words: Future | None = None  # finish_later()'s, once asked for
         self._closed = False
         self._bias: PhraseBias | None = None
         self._draft: list[int] = []  # tokens of the newest finished guess of this window
@@ -192,21 +193,56 @@ class MoonshineStream:
         guess = self._guess
         if guess is not None and guess.future.done() and not guess.future.cancelled():
             with contextlib.suppress(Exception):
-                return self._joined([*self._window_texts(wait=False), guess.future.result().text])
-        return self._joined(self._window_texts(wait=False))
+                return self._joined([*self._window_texts(), guess.future.result().text])
+        return self._joined(self._window_texts())
 
     def finish(self) -> str:
-        """The final transcript ("" for silence). Idempotent."""
+        """The final transcript ("" for silence), waiting for it. Idempotent."""
+        words = self.finish_later()
+        try:
+            return str(words.result(RESULT_TIMEOUT_S))
+        except TimeoutError:
+            raise AsrError(f"Moonshine did not finish decoding within {RESULT_TIMEOUT_S:.0f} s") from None
+        except CancelledError:
+            raise AsrError("a Moonshine decode was cancelled (the engine is closing)") from None
+
+    def finish_later(self) -> Future:
+        """The final transcript as a future, without waiting (`wren.pipeline.recognise`): it completes on a
+        decode thread when the last window and the tail are decoded, or fails with an AsrError. Close the
+        stream only once it is done (closing cancels the decodes it waits for)."""
+        if self._words is not None:
+            return self._words
+        words: Future = Future()
         if self._final is not None:
-            return self._final
+            words.set_result(self._final)
+            return words
         self._check()
+        self._words = words
         end = self._pause_at if self._pause_at is not None else len(self._pcm) // 2
-        tail = ""
-        if end > 0:
-            tail = self._result(self._tail_future(end))
-        # Decoded up to a pause, the model may end on a comma ("Turn on the light,"): it is the end.
-        self._final = re.sub(r"[,;:]+$", ".", self._joined([*self._window_texts(wait=True), tail]))
-        return self._final
+        parts = [*self._windows, *([self._tail_future(end)] if end > 0 else [])]
+        left = [len(parts)]
+        lock = threading.Lock()
+
+        def part_done(_: Future) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            try:
+                texts = [_text(part) for part in parts]
+            except AsrError as exc:
+                words.set_exception(exc)
+                return
+            # Decoded up to a pause, the model may end on a comma ("Turn on the light,"): it is the end.
+            self._final = re.sub(r"[,;:]+$", ".", self._joined(texts))
+            words.set_result(self._final)
+
+        if not parts:
+            self._final = ""
+            words.set_result("")
+        for part in parts:
+            part.add_done_callback(part_done)
+        return words
 
     def close(self) -> None:
         if self._closed:
@@ -286,24 +322,9 @@ class MoonshineStream:
             self._guess.future.cancel()
             self._guess = None
 
-    def _window_texts(self, wait: bool) -> list[str]:
-        if wait:
-            return [self._result(future) for future in self._windows]
+    def _window_texts(self) -> list[str]:
         done = [f for f in self._windows if f.done() and not f.cancelled() and f.exception() is None]
         return [f.result().text for f in done]
-
-    @staticmethod
-    def _result(future: Future) -> str:
-        try:
-            return str(future.result(RESULT_TIMEOUT_S).text)
-        except CancelledError:
-            raise AsrError("a Moonshine decode was cancelled (the engine is closing)") from None
-        except TimeoutError:
-            raise AsrError(f"Moonshine did not finish decoding within {RESULT_TIMEOUT_S:.0f} s") from None
-        except AsrError:
-            raise
-        except Exception as exc:  # onnxruntime's own error types
-            raise AsrError(f"Moonshine failed to decode: {type(exc).__name__}: {exc}") from exc
 
     @staticmethod
     def _joined(texts: list[str]) -> str:
@@ -314,3 +335,15 @@ class MoonshineStream:
             raise AsrError("ASR stream used after close()")
         if self._final is not None:
             raise AsrError("ASR stream already finished")
+
+
+def _text(future: Future) -> str:
+    """A finished decode's text; its failure as an AsrError."""
+    try:
+        return str(future.result(0).text)
+    except CancelledError:
+        raise AsrError("a Moonshine decode was cancelled (the engine is closing)") from None
+    except AsrError:
+        raise
+    except Exception as exc:  # onnxruntime's own error types
+        raise AsrError(f"Moonshine failed to decode: {type(exc).__name__}: {exc}") from exc
