@@ -150,3 +150,11 @@ def test_server_refuses_to_start_with_an_unusable_config(section, values, messag
     with pytest.raises(ConfigError) as excinfo:
         WrenServer(config, speech=object(), agent=object())
     assert message in str(excinfo.value)
+
+
+async def test_a_client_offering_permessage_deflate_gets_plain_frames(server):
+    import websockets
+
+    async with websockets.connect(server.ws_url, compression="deflate", ping_interval=None,
+                                  additional_headers={"Device-Id": "aa:bb:cc:00:00:01"}) as ws:
+        assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
