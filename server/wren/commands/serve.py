@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -51,6 +52,15 @@ def api_key_note(path: str, key: str, created: bool) -> str:
     return f"POST /api/chat needs the API key kept in {path} (Authorization: Bearer <key>)."
 
 
+def freeze_startup_heap() -> None:
+    """Move everything loaded so far (models' Python side, grammars, tokenizers, modules: ~60,000 objects)
+    out of the garbage collector's reach: they live as long as the process, and a full collection that
+    walked them took 170 ms of the event loop at 100 streaming devices (12 ms once frozen). A policy of the
+    process, so it is here and not in `WrenServer`, which tests and embedders start many times."""
+    gc.collect()
+    gc.freeze()
+
+
 async def _serve(args: argparse.Namespace) -> None:
     config = load_config(args.config)  # a mistake here is reported before anything heavy is imported
     from wren.app import WrenServer
@@ -61,6 +71,7 @@ async def _serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     port = await server.start(args.host, args.port)
+    freeze_startup_heap()
     print(f"Wren server {package_version()} listening on port {port}; from this network:", flush=True)
     print("\n".join(describe(server.urls, config.server.public_ws_url)), flush=True)
     print(admission_note(config.auth.mode, port), flush=True)
