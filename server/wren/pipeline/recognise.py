@@ -176,10 +176,10 @@ def _close_quietly(stream: Any) -> None:
         log.warning("releasing the recogniser failed: %s", exc)
 
 
-def _settled(pending: Transcribing, words: concurrent.futures.Future | None, error: Exception | None
-             ) -> list[Frame]:
-    if error is None and words is not None:
-        return [pending.utterance(str(words.result()).strip(), time.monotonic())]
+def _settled(pending: Transcribing, error: Exception | None = None) -> list[Frame]:
+    """The `Utterance` of words that are out, or a `StageError` and an empty one if they never came."""
+    if error is None:
+        return [pending.utterance(str(pending.words.result()).strip(), time.monotonic())]
     log.warning("speech recognition failed at the end of the utterance: %s", error)
     failure = error if isinstance(error, AsrError) else AsrError(f"the recogniser failed: {error!r}")
     return [StageError(RecogniseStage.name, failure), pending.utterance("", time.monotonic())]
@@ -190,25 +190,25 @@ def settle(pending: Transcribing, timeout: float = WORDS_TIMEOUT_S) -> list[Fram
     try:
         pending.words.result(timeout)
     except concurrent.futures.TimeoutError:
-        return _settled(pending, None, AsrError(f"no words within {timeout:.0f} s"))
+        return _settled(pending, AsrError(f"no words within {timeout:.0f} s"))
     except Exception as exc:
-        return _settled(pending, None, exc)
-    return _settled(pending, pending.words, None)
+        return _settled(pending, exc)
+    return _settled(pending)
 
 
 async def settle_async(pending: Transcribing, timeout: float = WORDS_TIMEOUT_S) -> list[Frame]:
     """`settle` on the event loop: other sessions go on while this one waits for its words."""
     try:
+        # On a timeout (or the session's cancel) the wrapper cancels the decode's future too.
         await asyncio.wait_for(asyncio.wrap_future(pending.words), timeout)
     except TimeoutError:
-        pending.words.cancel()
-        return _settled(pending, None, AsrError(f"no words within {timeout:.0f} s"))
+        return _settled(pending, AsrError(f"no words within {timeout:.0f} s"))
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise  # the session is closing
         # The decode itself was cancelled (the engine is closing): this utterance has no words.
-        return _settled(pending, None, AsrError("the recogniser's decode was cancelled"))
+        return _settled(pending, AsrError("the recogniser's decode was cancelled"))
     except Exception as exc:
-        return _settled(pending, None, exc)
-    return _settled(pending, pending.words, None)
+        return _settled(pending, exc)
+    return _settled(pending)

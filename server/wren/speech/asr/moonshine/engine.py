@@ -212,21 +212,19 @@ class MoonshineStream:
         stream only once it is done (closing cancels the decodes it waits for)."""
         if self._words is not None:
             return self._words
-        words: Future = Future()
-        if self._final is not None:
-            words.set_result(self._final)
-            return words
         self._check()
+        words: Future = Future()
         self._words = words
         end = self._pause_at if self._pause_at is not None else len(self._pcm) // 2
         parts = [*self._windows, *([self._tail_future(end)] if end > 0 else [])]
-        left = [len(parts)]
+        left = len(parts)
         lock = threading.Lock()
 
         def part_done(_: Future) -> None:
+            nonlocal left
             with lock:
-                left[0] -= 1
-                if left[0]:
+                left -= 1
+                if left:
                     return
             try:
                 texts = [_text(part) for part in parts]
