@@ -8,6 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import websockets
 from wren.agent.engines.base import render_empty_prompt
 from wren.app import WrenServer
 from wren.config import Config, ConfigError
@@ -153,8 +154,6 @@ def test_server_refuses_to_start_with_an_unusable_config(section, values, messag
 
 
 async def test_a_client_offering_permessage_deflate_gets_plain_frames(server):
-    import websockets
-
     async with websockets.connect(server.ws_url, compression="deflate", ping_interval=None,
                                   additional_headers={"Device-Id": "aa:bb:cc:00:00:01"}) as ws:
         assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
