@@ -135,6 +135,10 @@ class HintedAsrStream(FakeAsrStream):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.biased: list[tuple[tuple[str, ...], float]] = []
+        self.drafting: list[bool] = []
+
+    def drafts(self, enabled: bool) -> None:
+        self.drafting.append(enabled)
 
     def pause(self) -> None:
         self._call("pause")
@@ -482,6 +486,13 @@ def test_onset_applies_the_phrase_bias_when_the_recogniser_takes_one():
     assert engine.streams[0].biased == [(("lights on", "timer"), 0.7)]
 
 
+def test_onset_tells_the_recogniser_whether_to_draft_while_speaking():
+    engine = FakeAsrEngine(HintedAsrStream)
+    for drafts in (True, False):
+        RecogniseStage(engine, 100, drafts=drafts).process(SpeechOnset())
+    assert [stream.drafting for stream in engine.streams] == [[True], [False]]
+
+
 def test_pause_and_resume_are_passed_as_hints_to_a_recogniser_that_takes_them():
     engine = FakeAsrEngine(HintedAsrStream)
     stage = RecogniseStage(engine, 100)
@@ -709,6 +720,16 @@ def test_feed_run_reports_a_corrupt_packet_and_carries_on():
     [error] = outcomes[1]
     assert isinstance(error, StageError) and error.stage == "decode"
     assert outcomes[0] == outcomes[2] == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "drafts"), [(ListenMode.MANUAL, True), (ListenMode.AUTO, False), (ListenMode.REALTIME, False)]
+)
+def test_only_push_to_talk_drafts_while_speaking(mode, drafts):
+    """A VAD-ended turn leaves the guess at the pause `silence_ms` to finish; listen stop may come at once."""
+    uplink, speech, _ = make_uplink(mode, FakeAsrEngine(HintedAsrStream))
+    uplink.feed_run([SPEECH_PACKET] * 5)
+    assert speech.asr.streams[0].drafting == [drafts]
 
 
 def test_end_gives_the_manual_utterance_and_close_releases_everything_once():

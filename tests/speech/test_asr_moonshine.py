@@ -225,6 +225,19 @@ def test_while_speaking_guesses_become_drafts_for_the_final_decode(moonshine):
     assert "timer" in text and "oven" in text
 
 
+def test_a_stream_told_not_to_draft_decodes_once_at_the_end(moonshine):
+    stream = moonshine.open_stream()
+    stream.drafts(False)
+    guesses, urgent = moonshine.stats.speculative_runs, moonshine.stats.urgent_runs
+    pcm = spoken("please set a timer for twenty five minutes and then remind me to check the oven", tail_ms=0)
+    for i in range(0, len(pcm), 1920):
+        stream.accept(pcm[i : i + 1920])
+    text = plain(stream.finish())
+    stream.close()
+    assert (moonshine.stats.speculative_runs, moonshine.stats.urgent_runs) == (guesses, urgent + 1)
+    assert "timer" in text and "oven" in text
+
+
 @pytest.mark.parametrize("sentence", ["make the light pink", "is the battery charging", "what is my name"])
 def test_the_tokenizer_splits_text_the_way_the_model_writes_it(moonshine, sentence):
     """Rescoring needs the model's own split of a word: any other split is far less likely to it."""

@@ -8,7 +8,8 @@ recogniser too (reference §9.1, xinnan PR #338).
 It is opened with `speaker=<device id>`, so pocketsphinx starts from the cepstral mean this device's previous
 utterance ended with (its microphone and room), and with the session's phrase bias where the engine takes one.
 The pause / resume frames are passed to a whole-utterance recogniser (moonshine) as hints, so it decodes
-during the pause and little is left at the end.
+during the pause and little is left at the end. Whether it also drafts while the person speaks depends on how
+the utterance ends (`drafts`): only push-to-talk can end it mid-breath.
 
 A recogniser that fails (`AsrError`, e.g. its worker process died) costs only that utterance's words: a
 `StageError` frame says so, VAD and the turn go on, and the `Utterance` has no text (the session's normal
@@ -58,11 +59,13 @@ class RecogniseStage(BlockingStage):
     name = "recognise"
 
     def __init__(
-        self, asr: Any, preroll_bytes: int, speaker: str | None = None, bias: Bias | None = None
+        self, asr: Any, preroll_bytes: int, speaker: str | None = None, bias: Bias | None = None,
+        drafts: bool = True,
     ) -> None:
         self._engine = asr  # an AsrEngine: open_stream(speaker) → AsrStream
         self._speaker = speaker
         self._bias = bias
+        self._drafts = drafts  # guess while speaking (a whole-utterance recogniser's `drafts` hint)
         self._stream: Any = None
         self._heard = False
         self._unavailable = False  # this utterance's recogniser was refused (AsrUnavailable)
@@ -110,6 +113,9 @@ class RecogniseStage(BlockingStage):
             prefer = getattr(self._stream, "bias", None)
             if prefer is not None and self._bias is not None:
                 prefer(*self._bias())
+            drafts = getattr(self._stream, "drafts", None)
+            if drafts is not None:
+                drafts(self._drafts)
         except AsrError as exc:
             out.extend(self._lost(exc))
         for chunk in self._preroll:  # the audio before and during onset confirmation

@@ -112,7 +112,8 @@ class Uplink:
             ResampleStage(device_rate),
             VadStage(speech.vad.new_stream()),
             self.detector,
-            RecogniseStage(speech.asr, preroll, speaker, bias),
+            # A VAD-ended turn gives the guess at the pause `silence_ms` to finish: no drafts needed.
+            RecogniseStage(speech.asr, preroll, speaker, bias, drafts=not mode.ends_by_vad),
         ])
         self._closed = False
 

@@ -148,6 +148,7 @@ class MoonshineStream:
         self._bias: PhraseBias | None = None
         self._draft: list[int] = []  # tokens of the newest finished guess of this window
         self._generation = 0  # counts windows, so a late guess of an old window is not taken as a draft
+        self._drafting = True  # guess while speaking too (see drafts())
 
     # ---- AsrStream ---------------------------------------------------------------------------
 
@@ -162,7 +163,8 @@ class MoonshineStream:
         window = len(self._pcm) // 2
         if window >= MAX_WINDOW_S * SAMPLE_RATE:
             self._cut_window()
-        elif self._pause_at is None and window - self._guessed_end() >= DRAFT_EVERY_S * SAMPLE_RATE:
+        elif (self._drafting and self._pause_at is None
+              and window - self._guessed_end() >= DRAFT_EVERY_S * SAMPLE_RATE):
             self._guess_now(window, final=False)  # while speaking: a draft, so the end needs fewer steps
 
     def pause(self) -> None:
@@ -182,6 +184,13 @@ class MoonshineStream:
         """Prefer these words where the model finds them about as likely (`moonshine.bias`); margin in nats
         per replaced word, 0 = off."""
         self._bias = self._engine.phrase_bias(phrases, margin) if phrases and margin > 0 else None
+
+    def drafts(self, enabled: bool) -> None:
+        """Whether to guess while the person is still speaking, every DRAFT_EVERY_S of new audio. A draft
+        only saves decoder steps in a later decode of the same audio: worth it when the end may come at
+        once (push-to-talk released), waste when the end is a VAD silence that the guess at the pause has
+        hundreds of milliseconds to fill (auto and realtime modes: about 40% of Moonshine's CPU)."""
+        self._drafting = enabled
 
     def resume(self) -> None:
         """The speaker spoke again after a pause: the audio after it must be decoded too."""
