@@ -188,3 +188,25 @@ def test_noise_following_gate_keeps_onsets_and_speech_in_a_noisy_room(
     assert onset_gated is not None and abs(onset_gated - onset_ungated) <= 1
     assert abs(sum(p >= 0.5 for p in gated) - sum(p >= 0.5 for p in ungated)) <= 2
     assert scored < len(gated) * 0.85  # the gate did skip the room between the edges of speech
+
+
+def test_streams_scored_together_get_exactly_what_each_would_get_alone(silero_vad):
+    """The listen executor scores the frames of all waiting sessions in one model call: every stream, gated
+    or not, speaking or quiet, at its own place in its audio, gets the same probabilities as alone."""
+    from wren.speech.vad import score_together
+
+    signals = [_mix(spoken(text), seed=i) for i, text in enumerate(SENTENCES)]
+    signals += [_room_noise(3.0, seed=3), _mix(_room_noise(0.5, seed=4) + spoken("what time is it"), seed=5)]
+    frame = 1920  # 60 ms
+    alone = [_probabilities_in_60ms_frames(silero_vad.new_stream(), pcm) for pcm in signals]
+    streams = [silero_vad.new_stream() for _ in signals]
+    together: list[list[float]] = [[] for _ in signals]
+    for start in range(0, max(len(pcm) for pcm in signals), frame):
+        busy = [i for i, pcm in enumerate(signals) if start < len(pcm)]
+        plans = [streams[i].plan(signals[i][start : start + frame]) for i in busy]
+        for i, probabilities in zip(busy, score_together(plans), strict=True):
+            together[i].extend(probabilities)
+    assert [len(p) for p in together] == [len(p) for p in alone]
+    for ours, reference in zip(together, alone, strict=True):
+        assert np.allclose(ours, reference, atol=1e-5)
+    assert any(p >= 0.5 for p in together[0]) and set(together[3]) == {0.0}

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -172,14 +174,16 @@ class SileroVadModel:
     def initial_state(self) -> np.ndarray:
         return np.zeros((2, 1, 128), dtype=np.float32)
 
-    def score(self, context_and_window: np.ndarray, state: np.ndarray) -> tuple[float, np.ndarray]:
-        """Score one window (float32, context + 512 samples); returns (probability, new state)."""
-        feeds = {"input": context_and_window.reshape(1, -1), "state": state}
+    def score(self, inputs: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Score one window of each of B streams at once: inputs B×576 float32 (context + window), states
+        2×B×128; returns (B×1 probabilities, 2×B×128 new states). A batch of 32 costs ≈48 µs a window
+        against ≈107 µs alone (one onnxruntime call, one GIL release), with the same results."""
+        feeds = {"input": inputs, "state": states}
         if self._has_sr_input:
             feeds["sr"] = self._sr
-        probability, new_state = self._session.run(None, feeds)
-        self.inferences += 1
-        return float(probability[0, 0]), new_state
+        probabilities, new_states = self._session.run(None, feeds)
+        self.inferences += len(inputs)
+        return probabilities, new_states
 
     def new_stream(self) -> SileroVadStream:
         return SileroVadStream(self)
@@ -196,31 +200,37 @@ class SileroVadStream:
         self.reset()
 
     def process(self, pcm16k: bytes) -> list[float]:
+        return score_together([self.plan(pcm16k)])[0]
+
+    def plan(self, pcm16k: bytes) -> VadPlan:
+        """Take the audio and decide, from energy alone, which windows the network must score (the gate
+        needs no score): the first half of `process`, so that many streams can share one model call."""
         if self._closed:
             raise RuntimeError("VadStream used after close()")
+        plan = VadPlan(self, [], [])
         windows = self._buffer.windows(pcm16k)
         if not windows:
-            return []
+            return plan
         # One conversion and one energy computation for all the windows of this call.
         block = np.frombuffer(b"".join(windows), dtype="<i2").astype(np.float32)
         block = block.reshape(len(windows), SileroVadModel.window_samples) * np.float32(1 / 32768)
         mean_squares = (np.einsum("ij,ij->i", block, block) / SileroVadModel.window_samples).tolist()
-        probabilities = []
         gate = self._gate_level()  # from the floor before this call: a call is one or two windows
         for samples, mean_square in zip(block, mean_squares, strict=True):
             self._noise.add(mean_square)
             if mean_square >= gate:
                 if self._gate_open_for == 0:
-                    self._prime_with_gated_windows()
+                    self._prime_with_gated_windows(plan.inputs)
                 self._gate_open_for = GATE_HANGOVER_WINDOWS + 1
             if self._gate_open_for == 0:
                 self._gated.append(samples)
-                probabilities.append(0.0)
+                plan.reported.append(None)
             else:
                 self._gate_open_for -= 1
-                probabilities.append(self._score(samples))
+                plan.reported.append(len(plan.inputs))
+                plan.inputs.append(np.concatenate((self._context, samples)))
             self._context = samples[-SileroVadModel.context_samples :]
-        return probabilities
+        return plan
 
     def _gate_level(self) -> float:
         """The fixed gate, raised to follow the room's noise floor (up to the ceiling) once it is known."""
@@ -230,17 +240,12 @@ class SileroVadStream:
             return model.gate_mean_square
         return min(max(model.gate_mean_square, floor * model.noise_margin), model.gate_ceiling_mean_square)
 
-    def _score(self, samples: np.ndarray) -> float:
-        probability, self._state = self._model.score(np.concatenate((self._context, samples)), self._state)
-        return probability
-
-    def _prime_with_gated_windows(self) -> None:
-        """Let the network hear the quiet lead-in it skipped, so the state is what it would have been."""
-        if not self._gated:
-            return
+    def _prime_with_gated_windows(self, inputs: list[np.ndarray]) -> None:
+        """Let the network hear the quiet lead-in it skipped, so the state is what it would have been (their
+        scores are not reported: they were 0.0 already)."""
         context = self._gated_context
         for samples in self._gated:
-            _, self._state = self._model.score(np.concatenate((context, samples)), self._state)
+            inputs.append(np.concatenate((context, samples)))
             context = samples[-SileroVadModel.context_samples :]
         self._gated.clear()
 
@@ -263,6 +268,46 @@ class SileroVadStream:
         self._closed = True
         self._buffer.clear()
         self._gated.clear()
+
+
+@dataclass(slots=True)
+class VadPlan:
+    """One stream's share of a model call: the inputs to score in order (lead-in windows first), and for
+    each window of the audio, the index of its score among them, or None where the gate reported 0.0."""
+
+    stream: SileroVadStream
+    inputs: list[np.ndarray]
+    reported: list[int | None]
+
+
+def score_together(plans: Sequence[VadPlan]) -> list[list[float]]:
+    """The probabilities of every plan's windows, in round r scoring the r-th input of every plan that has
+    one, in one batched model call (a stream's inputs depend on each other through its state; different
+    streams' do not). The listen executor hands this the frames of all the sessions waiting at once."""
+    if len({id(plan.stream._model) for plan in plans}) > 1:  # not in a server (one model), but be exact
+        by_model: dict[int, list[int]] = {}
+        for i, plan in enumerate(plans):
+            by_model.setdefault(id(plan.stream._model), []).append(i)
+        results: dict[int, list[float]] = {}
+        for group in by_model.values():
+            results.update(zip(group, score_together([plans[i] for i in group]), strict=True))
+        return [results[i] for i in range(len(plans))]
+    out: list[list[float]] = []
+    rounds = max((len(plan.inputs) for plan in plans), default=0)
+    states = [plan.stream._state for plan in plans]
+    scores: list[list[float]] = [[] for _ in plans]
+    model = plans[0].stream._model if plans else None
+    for r in range(rounds):
+        live = [i for i, plan in enumerate(plans) if len(plan.inputs) > r]
+        inputs = np.stack([plans[i].inputs[r] for i in live])
+        probabilities, new_states = model.score(inputs, np.concatenate([states[i] for i in live], axis=1))
+        for row, i in enumerate(live):
+            scores[i].append(float(probabilities[row, 0]))
+            states[i] = new_states[:, row : row + 1]
+    for plan, state, got in zip(plans, states, scores, strict=True):
+        plan.stream._state = np.ascontiguousarray(state)
+        out.append([0.0 if at is None else got[at] for at in plan.reported])
+    return out
 
 
 # ---------------------------------------------------------------- webrtc
