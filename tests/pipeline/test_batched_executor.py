@@ -55,6 +55,36 @@ async def test_results_waiting_together_come_back_in_few_loop_wake_ups(executor,
     assert len(wake_ups) <= 20  # 100 jobs waiting together: batched, not 100 wake-ups
 
 
+async def test_items_of_one_together_function_waiting_at_once_run_in_one_call(executor):
+    calls: list[list[int]] = []
+
+    def squares(items: list[int]) -> list[object]:
+        calls.append(list(items))
+        return [ValueError(f"odd {i}") if i == 7 else i * i for i in items]
+
+    hold = threading.Event()
+    blockers = await _busy_workers(executor, hold)
+    plain = executor.submit(lambda: "plain")
+    jobs = [executor.submit_together(squares, i) for i in range(10)]
+    hold.set()
+    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    assert outcomes[:7] == [i * i for i in range(7)] and outcomes[8:] == [64, 81]
+    assert isinstance(outcomes[7], ValueError)  # only that item failed
+    assert await plain == "plain"
+    await asyncio.gather(*blockers)
+    assert sorted(i for call in calls for i in call) == list(range(10))
+    assert len(calls) <= 2  # both workers may take a share, never one call per item
+
+
+async def test_a_together_call_that_raises_fails_each_of_its_items(executor):
+    def broken(items: list[int]) -> list[int]:
+        raise RuntimeError("model failed")
+
+    with pytest.raises(RuntimeError, match="model failed"):
+        await executor.submit_together(broken, 1)
+    assert await executor.submit(lambda: 2) == 2  # the worker goes on
+
+
 async def test_a_job_that_may_block_hands_over_the_finished_results_first(executor, monkeypatch):
     """A recogniser's finish can wait for a decode: frames finished before it must not wait behind it."""
     hold, finish_started, release_finish = threading.Event(), threading.Event(), threading.Event()

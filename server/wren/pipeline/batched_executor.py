@@ -12,7 +12,12 @@ waiting, handing them all to the loop in one `call_soon_threadsafe` when the que
 (a recogniser's finish, which can wait for a decode: no finished frame waits behind it). Under load the
 batches grow and the per-frame cost falls; with one device it is one job per wake-up, as before.
 
-Semantics the sessions rely on (those of the pool it replaces): jobs start in submission order; a job whose
+`submit_together` jobs of one function that are waiting together run as one call (the uplink frames of all
+sessions waiting: their VAD is one model run per window, `wren.pipeline.uplink.feed_together`), so the
+busier the server, the less each frame costs.
+
+Semantics the sessions rely on (those of the pool it replaces): jobs start in submission order (a
+`submit_together` call starts where its first job stood, taking the others from further back); a job whose
 awaiting task is cancelled still runs to completion (await it through `asyncio.shield`, as
 `wren.session.listening` does, so a session can wait for its last job before releasing what it uses);
 `shutdown()` cancels jobs not started yet, and `submit` after it raises RuntimeError.
@@ -35,8 +40,13 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 64  # results handed back per wake-up, at most
 MAX_HOLD_S = 0.002  # a finished result waits at most this long (plus the job then running) for company
+MAX_TOGETHER = 64  # items of one `submit_together` function run in one call, at most
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], bool]
+Together = Callable[[list[Any]], list[Any]]  # items → one outcome each (an exception instance: it failed)
+# loop, future, fn (or the item of a `together` function), args, may_block, together
+_Job = tuple[
+    asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, tuple[Any, ...], bool, "Together | None"
+]
 _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
@@ -61,12 +71,23 @@ class BatchedExecutor:
 
     def submit(self, fn: Callable[..., Any], *args: Any, may_block: bool = False) -> asyncio.Future[Any]:
         """`may_block`: the job may wait on something else (results held back are handed over first)."""
+        return self._add(fn, args, may_block, None)
+
+    def submit_together(self, together: Together, item: Any) -> asyncio.Future[Any]:
+        """Run `together([item, ...])` with the items of every job of the same function waiting when a worker
+        takes this one (at most MAX_TOGETHER; one per session, since a session waits for its job): the
+        work of many sessions in one call, e.g. their VAD in one model run. The future gets this item's
+        outcome, or its exception if the outcome is one."""
+        return self._add(item, (), False, together)
+
+    def _add(self, fn: Any, args: tuple[Any, ...], may_block: bool, together: Together | None
+             ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name}: cannot schedule new work after shutdown")
-            self._jobs.append((loop, future, fn, args, may_block))
+            self._jobs.append((loop, future, fn, args, may_block, together))
             if self._idle:
                 self._ready.notify()
         return future
@@ -95,6 +116,16 @@ class BatchedExecutor:
                 self._idle -= 1
             return self._jobs.popleft()
 
+    def _companions(self, together: Together, room: int) -> list[_Job]:
+        """The waiting jobs of the same `together` function (up to `room`), taken out of the queue."""
+        with self._ready:
+            taken = [job for job in self._jobs if job[5] is together][:room]
+            if taken:
+                chosen = {id(job) for job in taken}
+                # The rest, in order: bound as before (at most one job per session).
+                self._jobs = deque(job for job in self._jobs if id(job) not in chosen)
+            return taken
+
     def _work(self) -> None:
         held: list[tuple[asyncio.AbstractEventLoop, _Done]] = []  # finished, not yet handed back
         held_since = 0.0
@@ -107,17 +138,29 @@ class BatchedExecutor:
                 if self._closed and not self._jobs:
                     return
                 continue
-            loop, future, fn, args, may_block = job
-            try:
-                outcome: _Done = (future, fn(*args), None)
-            except BaseException as exc:  # handed to the awaiting task, as a pool's future would
-                outcome = (future, None, exc)
             if not held:
                 held_since = time.monotonic()
-            held.append((loop, outcome))
-            if may_block or len(held) >= MAX_BATCH:
+            held.extend(self._run(job))
+            if job[4] or len(held) >= MAX_BATCH:
                 _hand_back(held)
                 held = []
+
+    def _run(self, job: _Job) -> list[tuple[asyncio.AbstractEventLoop, _Done]]:
+        loop, future, fn, args, _may_block, together = job
+        if together is None:
+            try:
+                return [(loop, (future, fn(*args), None))]
+            except BaseException as exc:  # handed to the awaiting task, as a pool's future would
+                return [(loop, (future, None, exc))]
+        jobs = [job, *self._companions(together, MAX_TOGETHER - 1)]
+        try:
+            outcomes = together([j[2] for j in jobs])
+        except BaseException as exc:  # the call as a whole failed: every item of it did
+            outcomes = [exc] * len(jobs)
+        return [
+            (j[0], (j[1], None, out) if isinstance(out, BaseException) else (j[1], out, None))
+            for j, out in zip(jobs, outcomes, strict=True)
+        ]
 
 
 def _hand_back(held: list[tuple[asyncio.AbstractEventLoop, _Done]]) -> None:
