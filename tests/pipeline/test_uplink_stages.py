@@ -30,7 +30,7 @@ from wren.pipeline.frames import (
 from wren.pipeline.recognise import RecogniseStage
 from wren.pipeline.stage import BlockingStage, Chain
 from wren.pipeline.turn_detection import HYSTERESIS, ListenMode, TurnDetector
-from wren.pipeline.uplink import DecodeStage, ResampleStage, Uplink, VadStage, utterance_of
+from wren.pipeline.uplink import DecodeStage, ResampleStage, Uplink, VadStage, feed_together, utterance_of
 from wren.speech.asr.errors import AsrError
 from wren.speech.codec import CodecError
 
@@ -745,3 +745,38 @@ def test_end_gives_the_manual_utterance_and_close_releases_everything_once():
     uplink.close()
     assert speech.vad.streams[0].closed
     assert speech.asr.streams[0].calls.count("close") == 1
+
+
+def _runs() -> list[list[bytes]]:
+    return [
+        [SPEECH_PACKET] * 20,  # stops at its onset
+        [SILENT_PACKET] * 10,  # consumed whole
+        [SILENT_PACKET, b"BAD", SPEECH_PACKET, SPEECH_PACKET, SPEECH_PACKET, SILENT_PACKET],  # onset at 5
+        [],
+    ]
+
+
+def test_uplinks_fed_together_get_exactly_what_each_gets_alone():
+    """The listen executor feeds all waiting sessions at once; per session nothing may change."""
+    alone = [make_uplink()[0].feed_run(run) for run in _runs()]
+    uplinks = [make_uplink() for _ in _runs()]
+    together = feed_together([(uplink, run) for (uplink, _, _), run in zip(uplinks, _runs(), strict=True)])
+    assert [list(map(repr, o)) for o in together] == [list(map(repr, o)) for o in alone]
+    assert [len(o) for o in together][1:] == [10, 5, 0]
+    assert together[0][-1] == together[2][-1] == [SpeechOnset()]
+    assert len(uplinks[0][2].decoded) == len(together[0])  # nothing after the onset was touched
+
+
+def test_an_uplink_that_fails_in_a_batch_costs_only_its_own_run():
+    class BrokenDecoder(FakeDecoder):
+        def decode(self, packet: bytes) -> bytes:
+            raise RuntimeError("a bug in one session's stage")
+
+    broken = Uplink(SimpleNamespace(vad=FakeVad(), asr=FakeAsrEngine()), VadConfig(), BrokenDecoder(), 16000,
+                    ListenMode.AUTO)
+    fine = make_uplink()[0]
+    failed, outcomes = feed_together([(broken, [SILENT_PACKET] * 3), (fine, [SILENT_PACKET] * 3)])
+    assert isinstance(failed, RuntimeError)
+    assert outcomes == [[]] * 3
+    with pytest.raises(RuntimeError):
+        broken.feed_run([SILENT_PACKET])

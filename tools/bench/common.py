@@ -377,7 +377,7 @@ def box_speed() -> dict[str, float]:
         return (time.perf_counter() - started) * 1000
 
     vad = SileroVadModel(energy_gate_dbfs=-200.0)
-    window, state = np.zeros(576, dtype=np.float32), vad.initial_state()
+    window, state = np.zeros((1, 576), dtype=np.float32), vad.initial_state()  # one window, one stream
 
     def silero(windows: int = 300) -> float:
         nonlocal state

@@ -34,6 +34,7 @@ from wren.pipeline.stage import BlockingStage, Chain
 from wren.pipeline.turn_detection import ListenMode, TurnDetector
 from wren.speech.codec import CodecError
 from wren.speech.resample import Resampler
+from wren.speech.vad import score_together
 
 ASR_RATE = 16000
 
@@ -86,6 +87,19 @@ class VadStage(BlockingStage):
     def close(self) -> None:
         self._vad.close()
 
+    @staticmethod
+    def process_together(work: Sequence[tuple[VadStage, Pcm]]) -> list[VoiceActivity]:
+        """`process` for the chunks of many stages (streams) at once: streams that can plan (Silero) share
+        one model call per window (`wren.speech.vad.score_together`), the others score alone."""
+        plans = [(i, stage._vad.plan(pcm.pcm)) for i, (stage, pcm) in enumerate(work)
+                 if hasattr(stage._vad, "plan")]
+        scores = dict(zip((i for i, _ in plans), score_together([plan for _, plan in plans]), strict=True))
+        return [
+            VoiceActivity(pcm, tuple(scores[i] if i in scores else stage._vad.process(pcm.pcm)),
+                          stage._vad.window_ms)
+            for i, (stage, pcm) in enumerate(work)
+        ]
+
 
 def _is_turn_event(frame: Frame) -> bool:
     return isinstance(frame, SpeechOnset | Utterance | Transcribing)
@@ -107,14 +121,15 @@ class Uplink:
         self.mode = mode
         preroll = (vad_config.preroll_ms + vad_config.min_speech_ms) * ASR_RATE * 2 // 1000
         self.detector = TurnDetector(vad_config, mode)
-        self._chain = Chain([
-            DecodeStage(decoder, device_rate),
-            ResampleStage(device_rate),
-            VadStage(speech.vad.new_stream()),
+        # In three parts, so that `feed_together` can run the VAD of many uplinks in one model call.
+        self._front = Chain([DecodeStage(decoder, device_rate), ResampleStage(device_rate)])
+        self._vad = VadStage(speech.vad.new_stream())
+        self._back = Chain([
             self.detector,
             # A VAD-ended turn gives the guess at the pause `silence_ms` to finish: no drafts needed.
             RecogniseStage(speech.asr, preroll, speaker, bias, drafts=not mode.ends_by_vad),
         ])
+        self._chain = Chain([*self._front.stages, self._vad, *self._back.stages])
         self._closed = False
 
     @property
@@ -128,13 +143,10 @@ class Uplink:
     def feed_run(self, payloads: Sequence[bytes]) -> list[list[Frame]]:
         """Frames out for each packet consumed (its turn events and StageErrors), in order. Stops after the
         first packet whose frames include a turn event (`SpeechOnset`, `Utterance`)."""
-        outcomes: list[list[Frame]] = []
-        for payload in payloads:
-            frames = self._chain.push(UplinkPacket(payload))
-            outcomes.append(frames)
-            if any(_is_turn_event(f) for f in frames):
-                break
-        return outcomes
+        outcome = feed_together([(self, payloads)])[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> list[Frame]:
         """The utterance is over (`listen stop`): its `Utterance` (and any StageError), near-instantly,
@@ -146,6 +158,45 @@ class Uplink:
         if not self._closed:
             self._closed = True
             self._chain.close()
+
+
+Outcomes = list[list[Frame]]  # per packet consumed, its frames
+
+
+def feed_together(runs: Sequence[tuple[Uplink, Sequence[bytes]]]) -> list[Outcomes | BaseException]:
+    """`Uplink.feed_run` for the runs of many uplinks (different sessions) at once, packet by packet: the
+    n-th packets of all runs go through decode and resample, then VAD in one model call, then each
+    through its turn detector and recogniser. Per uplink it is exactly `feed_run` (order, the stop after
+    a turn event); an exception in one uplink's stages is that uplink's outcome, the others go on."""
+    outcomes: list[Outcomes | BaseException] = [[] for _ in runs]
+    live = [i for i, (_, payloads) in enumerate(runs) if payloads]
+    step = 0
+    while live:
+        fronts: dict[int, list[Frame]] = {}
+        for i in live:
+            try:
+                fronts[i] = runs[i][0]._front.push(UplinkPacket(runs[i][1][step]))
+            except Exception as exc:
+                outcomes[i] = exc
+        chunks = [(i, f) for i, frames in fronts.items() for f in frames if isinstance(f, Pcm)]
+        activity = iter(VadStage.process_together([(runs[i][0]._vad, f) for i, f in chunks]))
+        step += 1
+        still: list[int] = []
+        for i, frames in fronts.items():
+            uplink, out = runs[i][0], []
+            try:
+                for frame in frames:
+                    out.extend(uplink._back.push(next(activity) if isinstance(frame, Pcm) else frame))
+            except Exception as exc:
+                outcomes[i] = exc
+                continue
+            done = outcomes[i]
+            assert isinstance(done, list)
+            done.append(out)
+            if step < len(runs[i][1]) and not any(_is_turn_event(f) for f in out):
+                still.append(i)
+        live = still
+    return outcomes
 
 
 def utterance_of(frames: Iterable[Frame]) -> Utterance | None:

@@ -1,15 +1,17 @@
 """A session's uplink driver: one `wren.pipeline.uplink.Uplink` per utterance, run in the listen executor.
 
-The uplink is used by one thread at a time: every call goes through `_run`, which remembers the executor
-job and awaits it shielded, so a job always runs to its end and `close()` can wait for one still running
-after its awaiting task was cancelled. The executor is `wren.pipeline.batched_executor.BatchedExecutor`.
+The uplink is used by one thread at a time: every call is one executor job, remembered (`_job`) and awaited
+shielded, so a job always runs to its end and `close()` can wait for one still running after its awaiting
+task was cancelled. The executor is `wren.pipeline.batched_executor.BatchedExecutor`; audio goes in with
+`submit_together`, so the frames of all the sessions waiting at once are fed in one call and their VAD is
+one model run (`wren.pipeline.uplink.feed_together`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from wren.config import VadConfig
@@ -18,7 +20,7 @@ from wren.pipeline.frames import Frame, InputEnd, StageError, Transcribing, Utte
 from wren.pipeline.recognise import Bias, settle_async
 from wren.pipeline.timing import UplinkTiming
 from wren.pipeline.turn_detection import ListenMode
-from wren.pipeline.uplink import DecodeStage, Uplink
+from wren.pipeline.uplink import DecodeStage, Uplink, feed_together
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +74,9 @@ class Listener:
         if self._uplink is not None:
             await self._run(self._release)
 
-    def _feed(self, payloads: Sequence[bytes]) -> list[list[Frame]]:
-        assert self._uplink is not None
-        outcomes = self._uplink.feed_run(payloads)
-        if self._uplink.ended:
+    def _ended(self) -> None:
+        if self._uplink is not None and self._uplink.ended:
             self._release()  # its Utterance is out: give the VAD context and recogniser back now
-        return outcomes
 
     async def feed(self, payloads: list[tuple[bytes, float | None]]) -> list[Frame]:
         """Feed audio (payload, arrival) in order; returns the turn events and errors that came out.
@@ -87,7 +86,9 @@ class Listener:
         uplink = self._uplink
         if uplink is None or uplink.ended:
             return []
-        outcomes = await self._run(self._feed, [p for p, _ in payloads])
+        job = self._executor.submit_together(_feed_together, (self, uplink, [p for p, _ in payloads]))
+        self._job = job
+        outcomes = await asyncio.shield(job)
         events: list[Frame] = []
         for (_payload, arrival), frames in zip(payloads, outcomes, strict=False):
             decoded = True
@@ -126,6 +127,18 @@ class Listener:
             await self._run(self._release)
         except Exception:
             log.exception("releasing the uplink failed")
+
+
+def _feed_together(items: list[tuple[Listener, Uplink, list[bytes]]]) -> list[Any]:
+    """The listen executor's call for the audio of every session waiting at once (see `feed_together`)."""
+    outcomes = feed_together([(uplink, payloads) for _, uplink, payloads in items])
+    for at, ((listener, _, _), outcome) in enumerate(zip(items, outcomes, strict=True)):
+        if not isinstance(outcome, BaseException):
+            try:
+                listener._ended()
+            except Exception as exc:  # this session's failure, not the others'
+                outcomes[at] = exc
+    return outcomes
 
 
 async def _with_words(frames: list[Frame]) -> list[Frame]:
