@@ -125,7 +125,9 @@ async def _device(
             noise_at = dev_spec["noise_start"]
             while True:
                 now = time.monotonic()
-                if now >= spec["hard_end"] or (
+                # A reply already playing is heard to its end (a long one, e.g. "what can you do", starting
+                # near the end of the window, outlasts hard_end); follow_reply bounds that wait.
+                if (now >= spec["hard_end"] and (not speaking or follower.done())) or (
                     now >= spec["window_end"] and (reply_done.is_set() or slot < utt_slot)
                 ):
                     return
@@ -294,6 +296,12 @@ def _aggregate(
         "utterances": len(spoke),
         "answered": len(answered),
         "errors": sorted({d["error"] for d in devs if "error" in d})[:5],
+        # What went wrong for the ones not answered: heard as what (None: no stt), did a reply start?
+        "unanswered": [
+            {"id": d["id"], "said": d["text"], "stt": d.get("stt"), "tts_start": "tts_start_at" in d,
+             "reply_frames": d.get("reply_frames", 0)}
+            for d in spoke if d not in answered
+        ][:5],
         "uplink_lag_ms": {
             "p50": hist_percentile(lag_hist, 50),
             "p99": hist_percentile(lag_hist, 99),
