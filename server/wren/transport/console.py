@@ -229,13 +229,16 @@ class Console:
         self._devices = current
         return {"devices": list(current.values()), "connected": connected, "disconnected": gone}
 
-    def poll(self) -> None:
+    def poll(self, idle: bool = False) -> None:
         """What changed since the last look, to every feed (also run before a status is built, so a turn is
-        never in a status without having been sent to the feeds)."""
-        for turn in self._collect_turns():
-            self._broadcast(_sse("turn", turn))
-        changes = self._device_changes()
-        if changes is not None:
+        never in a status without having been sent to the feeds). `idle`: the background poller's call."""
+        for turn in self._collect_turns():  # always: the status lists the recent turns
+            if self._feeds:
+                self._broadcast(_sse("turn", turn))
+        # Device changes only matter to a feed; with none, no 200-device diff and no JSON four times a
+        # second. A new feed's own poll (events_handler) takes the baseline before it is added.
+        changes = self._device_changes() if self._feeds or not idle else None
+        if changes is not None and self._feeds:
             self._broadcast(_sse("devices", changes))
         for poller in self.pollers:
             poller()
@@ -254,7 +257,7 @@ class Console:
     async def _poll_forever(self) -> None:
         while True:
             try:
-                self.poll()
+                self.poll(idle=True)
             except Exception:  # the console never takes the server down
                 log.exception("console: poll failed")
             await asyncio.sleep(POLL_S)
