@@ -12,12 +12,11 @@ waiting, handing them all to the loop in one `call_soon_threadsafe` when the que
 (a recogniser's finish, which can wait for a decode: no finished frame waits behind it). Under load the
 batches grow and the per-frame cost falls; with one device it is one job per wake-up, as before.
 
-`submit_together` jobs of one function that are waiting together run as one call (the uplink frames of all
+`submit_together` jobs of one function queued one behind another run as one call (the uplink frames of all
 sessions waiting: their VAD is one model run per window, `wren.pipeline.uplink.feed_together`), so the
 busier the server, the less each frame costs.
 
-Semantics the sessions rely on (those of the pool it replaces): jobs start in submission order (a
-`submit_together` call starts where its first job stood, taking the others from further back); a job whose
+Semantics the sessions rely on (those of the pool it replaces): jobs start in submission order; a job whose
 awaiting task is cancelled still runs to completion (await it through `asyncio.shield`, as
 `wren.session.listening` does, so a session can wait for its last job before releasing what it uses);
 `shutdown()` cancels jobs not started yet, and `submit` after it raises RuntimeError.
@@ -74,10 +73,10 @@ class BatchedExecutor:
         return self._add(fn, args, may_block, None)
 
     def submit_together(self, together: Together, item: Any) -> asyncio.Future[Any]:
-        """Run `together([item, ...])` with the items of every job of the same function waiting when a worker
-        takes this one (at most MAX_TOGETHER; one per session, since a session waits for its job): the
-        work of many sessions in one call, e.g. their VAD in one model run. The future gets this item's
-        outcome, or its exception if the outcome is one."""
+        """Run `together([item, ...])` with the items of the jobs of the same function queued right behind
+        this one when a worker takes it (at most MAX_TOGETHER; one per session, since a session waits for
+        its job): the work of many sessions in one call, e.g. their VAD in one model run. The future gets
+        this item's outcome, or its exception if the outcome is one."""
         return self._add(item, (), False, together)
 
     def _add(self, fn: Any, args: tuple[Any, ...], may_block: bool, together: Together | None
@@ -105,61 +104,59 @@ class BatchedExecutor:
             for thread in self._threads:
                 thread.join()
 
-    def _take(self, wait: bool) -> _Job | None:
-        """The next job; None if there is none (`wait`: only once closed and empty)."""
+    def _take(self, wait: bool) -> list[_Job]:
+        """The next job, with the `submit_together` jobs of the same function queued right behind it (at most
+        MAX_TOGETHER: under load the queue is mostly one session's frames after another's); [] if there is
+        none (`wait`: only once closed and empty)."""
         with self._ready:
             while not self._jobs:
                 if self._closed or not wait:
-                    return None
+                    return []
                 self._idle += 1
                 self._ready.wait()
                 self._idle -= 1
-            return self._jobs.popleft()
-
-    def _companions(self, together: Together, room: int) -> list[_Job]:
-        """The waiting jobs of the same `together` function (up to `room`), taken out of the queue."""
-        with self._ready:
-            taken = [job for job in self._jobs if job[5] is together][:room]
-            if taken:
-                chosen = {id(job) for job in taken}
-                # The rest, in order: bound as before (at most one job per session).
-                self._jobs = deque(job for job in self._jobs if id(job) not in chosen)
+            taken = [self._jobs.popleft()]
+            together = taken[0][5]
+            while together is not None and self._jobs and self._jobs[0][5] is together \
+                    and len(taken) < MAX_TOGETHER:
+                taken.append(self._jobs.popleft())
             return taken
 
     def _work(self) -> None:
         held: list[tuple[asyncio.AbstractEventLoop, _Done]] = []  # finished, not yet handed back
         held_since = 0.0
         while True:
-            job = self._take(wait=not held)
-            if job is None or (held and (job[4] or time.monotonic() - held_since >= MAX_HOLD_S)):
+            jobs = self._take(wait=not held)
+            if not jobs or (held and (jobs[0][4] or time.monotonic() - held_since >= MAX_HOLD_S)):
                 _hand_back(held)
                 held = []
-            if job is None:
+            if not jobs:
                 if self._closed and not self._jobs:
                     return
                 continue
             if not held:
                 held_since = time.monotonic()
-            held.extend(self._run(job))
-            if job[4] or len(held) >= MAX_BATCH:
+            held.extend(self._run(jobs))
+            if jobs[0][4] or len(held) >= MAX_BATCH:
                 _hand_back(held)
                 held = []
 
-    def _run(self, job: _Job) -> list[tuple[asyncio.AbstractEventLoop, _Done]]:
-        loop, future, fn, args, _may_block, together = job
+    @staticmethod
+    def _run(jobs: list[_Job]) -> list[tuple[asyncio.AbstractEventLoop, _Done]]:
+        """One plain job, or the jobs of one `together` function in one call."""
+        loop, future, fn, args, _may_block, together = jobs[0]
         if together is None:
             try:
                 return [(loop, (future, fn(*args), None))]
             except BaseException as exc:  # handed to the awaiting task, as a pool's future would
                 return [(loop, (future, None, exc))]
-        jobs = [job, *self._companions(together, MAX_TOGETHER - 1)]
         try:
-            outcomes = together([j[2] for j in jobs])
+            outcomes = together([job[2] for job in jobs])
         except BaseException as exc:  # the call as a whole failed: every item of it did
             outcomes = [exc] * len(jobs)
         return [
-            (j[0], (j[1], None, out) if isinstance(out, BaseException) else (j[1], out, None))
-            for j, out in zip(jobs, outcomes, strict=True)
+            (job[0], (job[1], None, out) if isinstance(out, BaseException) else (job[1], out, None))
+            for job, out in zip(jobs, outcomes, strict=True)
         ]
 
 
