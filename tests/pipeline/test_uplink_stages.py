@@ -780,3 +780,17 @@ def test_an_uplink_that_fails_in_a_batch_costs_only_its_own_run():
     assert outcomes == [[]] * 3
     with pytest.raises(RuntimeError):
         broken.feed_run([SILENT_PACKET])
+
+
+def test_an_uplink_goes_on_from_the_last_utterances_room():
+    class RoomVad(FakeVad):
+        def new_stream(self, room=None):
+            stream = super().new_stream()
+            stream.room = room if room is not None else object()
+            return stream
+
+    speech = SimpleNamespace(vad=RoomVad(), asr=FakeAsrEngine())
+    first = Uplink(speech, VadConfig(), FakeDecoder(), 16000, ListenMode.AUTO)
+    second = Uplink(speech, VadConfig(), FakeDecoder(), 16000, ListenMode.AUTO, room=first.room)
+    assert second.room is first.room
+    assert make_uplink()[0].room is None  # a VAD without a noise floor

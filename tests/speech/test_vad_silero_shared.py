@@ -210,3 +210,19 @@ def test_streams_scored_together_get_exactly_what_each_would_get_alone(silero_va
     for ours, reference in zip(together, alone, strict=True):
         assert np.allclose(ours, reference, atol=1e-5)
     assert any(p >= 0.5 for p in together[0]) and set(together[3]) == {0.0}
+
+
+def test_the_next_utterance_goes_on_from_the_rooms_noise_floor(silero_vad):
+    """A new stream per utterance must not relearn the room: with the last stream's floor, room noise above
+    the fixed gate (the bench's 30 dB SNR room, about -50 dBFS) is gated from the first window."""
+    room = _room_noise(3.0, rms=100.0, seed=11)  # ≈ -50 dBFS: above the fixed -55 dBFS gate
+    first = silero_vad.new_stream()
+    _probabilities_in_60ms_frames(first, room)
+    before = silero_vad.inferences
+    fresh = _probabilities_in_60ms_frames(silero_vad.new_stream(), room[:32000])
+    relearning = silero_vad.inferences - before
+    before = silero_vad.inferences
+    carried = _probabilities_in_60ms_frames(silero_vad.new_stream(first.room), room[:32000])
+    assert relearning >= NOISE_BLOCK_WINDOWS  # a fresh floor scores the room until it knows it
+    assert silero_vad.inferences - before == 0 and set(carried) == {0.0}
+    assert len(fresh) == len(carried)

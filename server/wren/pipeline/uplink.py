@@ -117,13 +117,15 @@ class Uplink:
         mode: ListenMode,
         speaker: str | None = None,
         bias: Bias | None = None,
+        room: Any = None,
     ) -> None:
+        """`room`: the last utterance's `Uplink.room` (the VAD's noise floor), so this one goes on from it."""
         self.mode = mode
         preroll = (vad_config.preroll_ms + vad_config.min_speech_ms) * ASR_RATE * 2 // 1000
         self.detector = TurnDetector(vad_config, mode)
         # In three parts, so that `feed_together` can run the VAD of many uplinks in one model call.
         self._front = Chain([DecodeStage(decoder, device_rate), ResampleStage(device_rate)])
-        self._vad = VadStage(speech.vad.new_stream())
+        self._vad = VadStage(speech.vad.new_stream(room) if room is not None else speech.vad.new_stream())
         self._back = Chain([
             self.detector,
             # A VAD-ended turn gives the guess at the pause `silence_ms` to finish: no drafts needed.
@@ -131,6 +133,11 @@ class Uplink:
         ])
         self._chain = Chain([*self._front.stages, self._vad, *self._back.stages])
         self._closed = False
+
+    @property
+    def room(self) -> Any:
+        """The VAD stream's noise floor, for the device's next utterance (None for a VAD without one)."""
+        return getattr(self._vad._vad, "room", None)
 
     @property
     def heard_speech(self) -> bool:

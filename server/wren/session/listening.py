@@ -37,6 +37,7 @@ class Listener:
         self._rate = 16000
         self._bias: Bias | None = None
         self._uplink: Uplink | None = None
+        self._room: Any = None  # the VAD's noise floor, carried from one utterance to the next
         self._job: asyncio.Future[Any] | None = None
         self.mode = ListenMode.AUTO
         self.bad_packets = 0
@@ -57,7 +58,8 @@ class Listener:
     def _open(self, mode: ListenMode) -> None:
         self._release()
         self._uplink = Uplink(self._speech, self._vad, self._decoder, self._rate, mode, self._speaker,
-                              self._bias)
+                              self._bias, self._room)
+        self._room = self._uplink.room
 
     def _release(self) -> None:
         uplink, self._uplink = self._uplink, None

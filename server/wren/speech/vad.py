@@ -82,7 +82,7 @@ class VadModel(Protocol):
     engine: str
     window_ms: int
 
-    def new_stream(self) -> VadStream: ...
+    def new_stream(self, room: NoiseFloor | None = None) -> VadStream: ...
 
 
 class NoiseFloor:
@@ -185,19 +185,27 @@ class SileroVadModel:
         self.inferences += len(inputs)
         return probabilities, new_states
 
-    def new_stream(self) -> SileroVadStream:
-        return SileroVadStream(self)
+    def new_stream(self, room: NoiseFloor | None = None) -> SileroVadStream:
+        """`room`: the noise floor of the same device's last stream (`stream.room`), to go on from."""
+        return SileroVadStream(self, room)
 
 
 class SileroVadStream:
     window_ms = SileroVadModel.window_ms
 
-    def __init__(self, model: SileroVadModel) -> None:
+    def __init__(self, model: SileroVadModel, room: NoiseFloor | None = None) -> None:
         self._model = model
         self._buffer = _WindowBuffer(SileroVadModel.window_samples * 2)
         self._closed = False
-        self._noise = NoiseFloor()  # the room, not the turn: kept across reset()
+        # The room, not the turn: kept across reset(), and handed from one utterance's stream to the next
+        # (a fresh floor is unknown for 512 ms, and until then every window of room noise above the fixed
+        # gate runs the network: a second of it at every `listen start`).
+        self._noise = room if room is not None else NoiseFloor()
         self.reset()
+
+    @property
+    def room(self) -> NoiseFloor:
+        return self._noise
 
     def process(self, pcm16k: bytes) -> list[float]:
         return score_together([self.plan(pcm16k)])[0]
@@ -323,7 +331,7 @@ class WebrtcVadModel:
         self._webrtcvad = webrtcvad
         self.aggressiveness = aggressiveness
 
-    def new_stream(self) -> WebrtcVadStream:
+    def new_stream(self, room: NoiseFloor | None = None) -> WebrtcVadStream:  # webrtcvad has its own
         return WebrtcVadStream(self._webrtcvad.Vad(self.aggressiveness))
 
 
