@@ -51,8 +51,10 @@ class Listener:
         return self._uplink is not None and not self._uplink.ended
 
     async def _run(self, fn: Callable[..., Any], *args: Any, may_block: bool = False) -> Any:
-        job = self._executor.submit(fn, *args, may_block=may_block)
-        self._job = job
+        return await self._await(self._executor.submit(fn, *args, may_block=may_block))
+
+    async def _await(self, job: asyncio.Future[Any]) -> Any:
+        self._job = job  # close() waits for it, even after this task was cancelled
         return await asyncio.shield(job)
 
     def _open(self, mode: ListenMode) -> None:
@@ -88,9 +90,8 @@ class Listener:
         uplink = self._uplink
         if uplink is None or uplink.ended:
             return []
-        job = self._executor.submit_together(_feed_together, (self, uplink, [p for p, _ in payloads]))
-        self._job = job
-        outcomes = await asyncio.shield(job)
+        outcomes = await self._await(
+            self._executor.submit_together(_feed_together, (self, uplink, [p for p, _ in payloads])))
         events: list[Frame] = []
         for (_payload, arrival), frames in zip(payloads, outcomes, strict=False):
             decoded = True
