@@ -98,7 +98,7 @@ class FakeVad:
     def __init__(self) -> None:
         self.streams: list[LoudnessVadStream] = []
 
-    def new_stream(self) -> LoudnessVadStream:
+    def new_stream(self, room=None) -> LoudnessVadStream:
         self.streams.append(LoudnessVadStream())
         return self.streams[-1]
 
@@ -785,7 +785,7 @@ def test_an_uplink_that_fails_in_a_batch_costs_only_its_own_run():
 def test_an_uplink_goes_on_from_the_last_utterances_room():
     class RoomVad(FakeVad):
         def new_stream(self, room=None):
-            stream = super().new_stream()
+            stream = super().new_stream(room)
             stream.room = room if room is not None else object()
             return stream
 

@@ -108,7 +108,7 @@ class Vad:
     def __init__(self) -> None:
         self.streams: list[VadStream] = []  # one per utterance begun
 
-    def new_stream(self) -> VadStream:
+    def new_stream(self, room=None) -> VadStream:
         self.streams.append(VadStream())
         return self.streams[-1]
 

@@ -125,7 +125,7 @@ class Uplink:
         self.detector = TurnDetector(vad_config, mode)
         # In three parts, so that `feed_together` can run the VAD of many uplinks in one model call.
         self._front = Chain([DecodeStage(decoder, device_rate), ResampleStage(device_rate)])
-        self._vad = VadStage(speech.vad.new_stream(room) if room is not None else speech.vad.new_stream())
+        self._vad = VadStage(speech.vad.new_stream(room))
         self._back = Chain([
             self.detector,
             # A VAD-ended turn gives the guess at the pause `silence_ms` to finish: no drafts needed.

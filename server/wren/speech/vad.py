@@ -292,14 +292,8 @@ def score_together(plans: Sequence[VadPlan]) -> list[list[float]]:
     """The probabilities of every plan's windows, in round r scoring the r-th input of every plan that has
     one, in one batched model call (a stream's inputs depend on each other through its state; different
     streams' do not). The listen executor hands this the frames of all the sessions waiting at once."""
-    if len({id(plan.stream._model) for plan in plans}) > 1:  # not in a server (one model), but be exact
-        by_model: dict[int, list[int]] = {}
-        for i, plan in enumerate(plans):
-            by_model.setdefault(id(plan.stream._model), []).append(i)
-        results: dict[int, list[float]] = {}
-        for group in by_model.values():
-            results.update(zip(group, score_together([plans[i] for i in group]), strict=True))
-        return [results[i] for i in range(len(plans))]
+    if len({id(plan.stream._model) for plan in plans}) > 1:
+        raise ValueError("score_together: the streams must share one model (a server has one)")
     out: list[list[float]] = []
     rounds = max((len(plan.inputs) for plan in plans), default=0)
     states = [plan.stream._state for plan in plans]
