@@ -99,6 +99,10 @@ class VadConfig:
     # A silence this long after speech is a pause: the recogniser may decode what it has so far, so that
     # little is left to do when the utterance ends (moonshine). Shorter = earlier results, more CPU.
     pause_ms: int = 64
+    # Push-to-talk: after speech, a chunk within this many dB of the room's noise floor (the VAD's) is a
+    # pause at once, without waiting for the VAD's probability to fall (Silero's lags the last word by
+    # 60-120 ms, and the button comes up about 180 ms after it: the guess would start too late). 0 = off.
+    quiet_margin_db: float = 3.0
 
 
 @dataclass

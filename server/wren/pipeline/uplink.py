@@ -122,10 +122,10 @@ class Uplink:
         """`room`: the last utterance's `Uplink.room` (the VAD's noise floor), so this one goes on from it."""
         self.mode = mode
         preroll = (vad_config.preroll_ms + vad_config.min_speech_ms) * ASR_RATE * 2 // 1000
-        self.detector = TurnDetector(vad_config, mode)
         # In three parts, so that `feed_together` can run the VAD of many uplinks in one model call.
         self._front = Chain([DecodeStage(decoder, device_rate), ResampleStage(device_rate)])
         self._vad = VadStage(speech.vad.new_stream(room))
+        self.detector = TurnDetector(vad_config, mode, room=self.room)
         self._back = Chain([
             self.detector,
             # A VAD-ended turn gives the guess at the pause `silence_ms` to finish: no drafts needed.
