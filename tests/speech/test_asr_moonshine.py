@@ -13,6 +13,7 @@ from wren.config import AsrConfig
 from wren.speech.asr import AsrError, load_asr
 from wren.speech.asr.moonshine.assets import find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, is_complete
+from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S
 from wren.speech.asr.moonshine.model import strip_wrapping_quotes, trim_repeats
 from wren.speech.asr.moonshine.scheduler import SPECULATIVE, URGENT, DecodeScheduler
 from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
@@ -223,6 +224,21 @@ def test_while_speaking_guesses_become_drafts_for_the_final_decode(moonshine):
     stream.close()
     assert moonshine.stats.drafted_runs == before + 1
     assert "timer" in text and "oven" in text
+
+
+def test_a_pause_right_after_a_draft_of_the_same_audio_still_gives_finish_its_answer(moonshine):
+    """The chunk that completes a draft's stretch of audio can be the one the VAD ends with a pause: the
+    draft skipped the command grammar, so the pause must guess again, and finish() use that guess."""
+    pcm = spoken("set a timer for five minutes")
+    draft_bytes = int(DRAFT_EVERY_S * 16000) * 2
+    stream = moonshine.open_stream()
+    used, urgent = moonshine.stats.speculation_used, moonshine.stats.urgent_runs
+    stream.accept(pcm[:draft_bytes])  # this accept starts a draft of exactly this audio...
+    stream.pause()  # ...and the same chunk ended with a pause
+    time.sleep(1.0)
+    stream.finish()
+    stream.close()
+    assert (moonshine.stats.speculation_used, moonshine.stats.urgent_runs) == (used + 1, urgent)
 
 
 def test_a_stream_told_not_to_draft_decodes_once_at_the_end(moonshine):

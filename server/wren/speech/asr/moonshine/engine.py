@@ -173,7 +173,9 @@ class MoonshineStream:
             return
         window = len(self._pcm) // 2
         self._pause_at = window
-        if window == 0 or (self._guess is not None and self._guess.end == window):
+        # A draft of this very audio (made by the accept() of the chunk that ended with the pause) is no
+        # answer: it skipped the command grammar, so finish() would decode again, with the person waiting.
+        if window == 0 or (self._guess is not None and self._guess.end == window and self._guess.final):
             return
         if window >= COMMIT_AFTER_S * SAMPLE_RATE:
             self._commit(window)
