@@ -53,3 +53,40 @@ def test_warming_caches_each_chunk_as_a_reply_would_be_split():
     added = cache.warm(["Sorry, I don't understand that yet. Ask me what I can do to hear what I know."])
     assert added == 2 and cache.cached("Sorry, I don't understand that yet.")
     assert cache.warm(["Sorry, I don't understand that yet."]) == 0  # already there
+
+
+def test_a_reply_that_starts_with_a_cached_clause_starts_with_its_audio_and_synthesises_only_the_rest():
+    voice = CountingVoice()
+    cache = PhraseCache(voice)
+    cache.warm(["Okay,"])
+    audio = b"".join(cache.synthesize("Okay, a timer for 10 minutes,"))
+    assert voice.calls == ["Okay,", "a timer for 10 minutes"]  # the rest, cleaned for speech
+    assert audio == b"Okay," * 100 + b"a timer for 10 minutes" * 100
+    assert cache.lead_in_hits == 1
+    assert b"".join(cache.synthesize("Okay, a timer for 10 minutes,")) == audio  # now cached whole
+    assert len(voice.calls) == 2
+
+
+def test_an_uncached_first_clause_or_a_clause_alone_is_synthesised_as_it_is():
+    voice = CountingVoice()
+    cache = PhraseCache(voice)
+    cache.warm(["Okay,"])
+    list(cache.synthesize("Sure, a timer for 10 minutes,"))  # "Sure," was never cached
+    list(cache.synthesize("Okay, "))  # nothing after the clause: the cached phrase itself
+    assert voice.calls == ["Okay,", "Sure, a timer for 10 minutes,"]
+    assert cache.lead_in_hits == 0
+
+
+def test_the_builtin_agents_varying_replies_start_with_a_warmed_first_clause():
+    from datetime import datetime, timedelta
+
+    from wren.agent.engines.builtin import BuiltinEngine
+    from wren.speech.sentences import SentenceSplitter
+
+    fixed = set(BuiltinEngine().fixed_phrases())
+    for day in range(7):  # 2026-11-30 is a Monday: every weekday's date reply
+        now = datetime(2026, 11, 30) + timedelta(days=day)
+        first = SentenceSplitter().feed(f"Today is {now:%A}, {now:%B} {now.day}, {now.year}.")[0]
+        assert first in fixed
+    assert SentenceSplitter().feed("Nice to meet you, Alice. I'll remember your name.")[0] in fixed
+    assert "Okay," in fixed

@@ -56,6 +56,14 @@ _TASK_LEAD = re.compile(r"^(?:(?:please|and|to|that|about|of|for|so)\s+)+")
 _TASK_TAIL = re.compile(r"(?:\s+(?:please|thanks|thank you|and|to|at|in|on|for))+$")
 _PLURAL = {"timer": "timers", "alarm": "alarms", "reminder": "reminders"}
 
+# Replies that never change: the server caches their audio at start (BuiltinEngine.fixed_phrases).
+ASK_DURATION = "For how long? You can say, for example: set a timer for five minutes."
+TOO_LONG = "I can set timers for up to 24 hours. For later than that, set an alarm."
+ASK_ALARM_TIME = "What time should I set the alarm for? You can say, for example: wake me up at seven."
+ASK_REMINDER_TIME = ("When should I remind you? You can say, for example: remind me in ten minutes to check "
+                     "the oven.")
+FIXED_REPLIES = (ASK_DURATION, TOO_LONG, ASK_ALARM_TIME, ASK_REMINDER_TIME)
+
 
 @dataclass(frozen=True)
 class SkillReply:
@@ -195,11 +203,9 @@ class TimerSkill:
     async def _timer(self, session_key: str, norm: str, now: datetime) -> SkillReply:
         duration = find_duration(norm)
         if duration is None:
-            return SkillReply("For how long? You can say, for example: set a timer for five minutes.",
-                              "thinking")
+            return SkillReply(ASK_DURATION, "thinking")
         if duration.seconds > MAX_TIMER_S:
-            return SkillReply("I can set timers for up to 24 hours. For later than that, set an alarm.",
-                              "sad")
+            return SkillReply(TOO_LONG, "sad")
         seconds = max(1.0, duration.seconds)
         name = _timer_name(norm)
         what = f"{_a(name)} timer" if name else "a timer"
@@ -216,8 +222,7 @@ class TimerSkill:
             due = next_occurrence(clock, now, morning=wake)
             when = f"at {speak_when(due, now)}"
         else:
-            return SkillReply("What time should I set the alarm for? You can say, for example: wake me up at "
-                              "seven.", "thinking")
+            return SkillReply(ASK_ALARM_TIME, "thinking")
         confirm = f"Okay, I'll wake you up {when}." if wake else f"Okay, your alarm is set for {when[3:]}."
         if not wake and duration is not None:
             confirm = f"Okay, your alarm will go off {when}."
@@ -235,8 +240,7 @@ class TimerSkill:
             when = f"at {speak_when(due, now)}"
             cut.append((clock.start, clock.end))
         else:
-            return SkillReply("When should I remind you? You can say, for example: remind me in ten minutes "
-                              "to check the oven.", "thinking")
+            return SkillReply(ASK_REMINDER_TIME, "thinking")
         link, task = _task(norm, cut)
         confirm = f"I'll remind you {when} {link} {task}." if task else f"Okay, I'll remind you {when}."
         return await self._add(session_key, "reminder", task, due, confirm)

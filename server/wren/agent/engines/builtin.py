@@ -38,6 +38,7 @@ from wren.agent.nlu import (
 from wren.agent.nlu.fixed import LABELS as CLARIFIABLE
 from wren.agent.nlu.normalize import MAX_RAW_CHARS
 from wren.agent.nlu.relative import DEFAULT_CURRENT, find_getter, find_setter, new_value, read_value
+from wren.agent.timer_skill import FIXED_REPLIES as TIMER_FIXED_REPLIES
 from wren.agent.timer_skill import TimerSkill
 from wren.agent.timers import TimerService
 from wren.tools.router import humanize_tool_name
@@ -68,8 +69,14 @@ WELCOME = "You're welcome."
 GOODBYE = "Goodbye!"
 NEVER_MIND = "Okay, never mind."
 GREETING = "Hello! How can I help?"
+CAPABILITIES = ("I can tell you the time and the date, set timers, alarms and reminders, do sums and unit "
+                "conversions, and remember your name.")
 FIXED_REPLIES = (NOT_UNDERSTOOD, NOTHING_HEARD, NAME_UNKNOWN, ASSISTANT_NAME, WELCOME, GOODBYE, NEVER_MIND,
-                 GREETING)
+                 GREETING, CAPABILITIES, *TIMER_FIXED_REPLIES)
+# The first clauses of replies that vary after them ("Today is Thursday, December 3, 2026."): cached too,
+# so such a reply starts at once and the rest is synthesised while they play (wren.speech.tts.phrase_cache).
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+LEAD_INS = ("Okay,", "Done,", "Nice to meet you,", *(f"Today is {day}," for day in WEEKDAYS))
 
 
 async def _off_loop(fn: Callable[..., _T], *args: Any) -> _T:
@@ -142,8 +149,9 @@ class BuiltinEngine:
     _timers: TimerSkill | None = None  # timers, alarms, reminders: given by the AgentLoop (use_timers)
 
     def fixed_phrases(self) -> list[str]:
-        """Replies that never change (the server caches their audio at start)."""
-        return list(FIXED_REPLIES)
+        """Replies that never change, and the fixed first clauses of others (the server caches their audio
+        at start)."""
+        return [*FIXED_REPLIES, *LEAD_INS]
 
     def use_timers(self, service: TimerService) -> None:
         self._timers = TimerSkill(service)
@@ -305,8 +313,7 @@ class BuiltinEngine:
             yield TextChunk(f"Done, the {quantity} is now {value}.")
 
     def _capabilities(self, ctx: TurnContext) -> list[str]:
-        chunks = ["I can tell you the time and the date, set timers, alarms and reminders, do sums and unit "
-                  "conversions, and remember your name."]
+        chunks = [CAPABILITIES]
         tools = ctx.tools.tools
         if tools:
             phrases = [_describe_tool(t) for t in tools[:6]]

@@ -6,6 +6,10 @@ on the dev box). Many replies of the built-in agent are the same few sentences (
 voice and speed per engine, so per voice and speed) and the server warms the cache at start with the
 agent's fixed phrases, off the hot path.
 
+A reply that is not cached but starts with a cached clause and a comma ("Okay, a timer for 10 minutes,
+starting now.", "Today is Thursday, December 3, 2026.") starts with that clause's audio, and the rest is
+synthesised while it plays: the agent's fixed first clauses are warmed with its fixed phrases.
+
 Bounded: only texts up to `MAX_CHARS` are cached, and at most `max_bytes` of PCM (≈8 MB: ≈3 minutes of
 22 kHz audio); least recently used phrases go first. With `[tts] natural_variation` the cached audio is
 one sample of the voice's natural variation: a repeated fixed phrase then sounds the same each time,
@@ -41,6 +45,7 @@ class PhraseCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.lead_in_hits = 0  # misses that started with a cached first clause
 
     def __getattr__(self, name: str) -> Any:  # the wrapped engine's own attributes (voice, config)
         return getattr(self.engine, name)
@@ -53,21 +58,41 @@ class PhraseCache:
     def synthesize(self, text: str) -> Iterator[bytes]:
         key = self._key(text)
         if key is not None:
-            with self._lock:
-                cached = self._audio.get(key)
-                if cached is not None:
-                    self._audio.move_to_end(key)
-                    self.hits += 1
+            cached = self._lookup(key)
             if cached is not None:
+                self.hits += 1
                 yield from cached
                 return
             self.misses += 1
         chunks: list[bytes] = []
-        for pcm in self.engine.synthesize(text):
+        lead_in, rest = self._lead_in(text)
+        if lead_in is not None:  # its audio plays while the rest is synthesised
+            self.lead_in_hits += 1
+            chunks.extend(lead_in)
+            yield from lead_in
+        for pcm in self.engine.synthesize(text if lead_in is None else rest):
             chunks.append(pcm)
             yield pcm
         if key is not None:
             self._store(key, tuple(chunks))
+
+    def _lookup(self, key: str) -> tuple[bytes, ...] | None:
+        with self._lock:
+            cached = self._audio.get(key)
+            if cached is not None:
+                self._audio.move_to_end(key)
+            return cached
+
+    def _lead_in(self, text: str) -> tuple[tuple[bytes, ...] | None, str]:
+        """A cached first clause of `text` ("Okay," of "Okay, a timer for 10 minutes,"), and what follows
+        it; (None, "") without one."""
+        words = " ".join(clean_for_speech(text or "").split())
+        comma = words.find(", ")
+        if comma <= 0 or comma + 1 > MAX_CHARS or not words[comma + 2 :].strip():
+            return None, ""
+        head = self._key(words[: comma + 1])
+        cached = self._lookup(head) if head is not None else None
+        return (cached, words[comma + 2 :]) if cached is not None else (None, "")
 
     def _store(self, key: str, chunks: tuple[bytes, ...]) -> None:
         size = sum(len(c) for c in chunks)
