@@ -30,7 +30,6 @@ import dataclasses
 import time
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
@@ -46,6 +45,7 @@ from wren.pipeline.frames import (
     VoiceActivity,
 )
 from wren.pipeline.stage import BlockingStage
+from wren.speech.vad import NoiseFloor
 
 HYSTERESIS = 0.15
 
@@ -63,8 +63,8 @@ class ListenMode(StrEnum):
 class TurnDetector(BlockingStage):
     name = "turn-detection"
 
-    def __init__(self, config: VadConfig, mode: ListenMode, room: Any = None) -> None:
-        """`room`: the VAD stream's noise floor (`mean_square`, None while unknown), for pauses by level."""
+    def __init__(self, config: VadConfig, mode: ListenMode, room: NoiseFloor | None = None) -> None:
+        """`room`: the VAD stream's noise floor (None for a VAD without one), for pauses by level."""
         self._cfg = config
         self.mode = mode
         by_level = mode is ListenMode.MANUAL and room is not None and config.quiet_margin_db > 0

@@ -15,6 +15,7 @@ hostile input never stalls the event loop.
 from __future__ import annotations
 
 import asyncio
+import calendar
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -75,8 +76,8 @@ FIXED_REPLIES = (NOT_UNDERSTOOD, NOTHING_HEARD, NAME_UNKNOWN, ASSISTANT_NAME, WE
                  GREETING, CAPABILITIES, *TIMER_FIXED_REPLIES)
 # The first clauses of replies that vary after them ("Today is Thursday, December 3, 2026."): cached too,
 # so such a reply starts at once and the rest is synthesised while they play (wren.speech.tts.phrase_cache).
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-LEAD_INS = ("Okay,", "Done,", "Nice to meet you,", *(f"Today is {day}," for day in WEEKDAYS))
+# (calendar.day_name: the names `{now:%A}` gives in the date reply, in whatever locale it runs.)
+LEAD_INS = ("Okay,", "Done,", "Nice to meet you,", *(f"Today is {day}," for day in calendar.day_name))
 
 
 async def _off_loop(fn: Callable[..., _T], *args: Any) -> _T:
