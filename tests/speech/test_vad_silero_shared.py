@@ -212,6 +212,40 @@ def test_streams_scored_together_get_exactly_what_each_would_get_alone(silero_va
     assert any(p >= 0.5 for p in together[0]) and set(together[3]) == {0.0}
 
 
+def test_streams_planned_together_with_uneven_chunks_get_exactly_what_each_would_get_alone(silero_vad):
+    """`plan_together` converts the windows of all streams in one block: each stream's own leftover (a
+    partial window), gate and lead-in must come out as if it had been planned alone, and what a stream
+    keeps between calls must not hold on to the shared block."""
+    from wren.speech.vad import plan_together, score_together
+
+    signals = [_mix(spoken(text), seed=i) for i, text in enumerate(SENTENCES)]
+    signals.append(_room_noise(2.5, seed=6))
+    chunks = (1920, 1000, 2500, 640)  # 60 ms, and sizes that leave a different partial window each call
+    alone = []
+    for i, pcm in enumerate(signals):
+        stream, size = silero_vad.new_stream(), chunks[i % len(chunks)]
+        pieces = [pcm[start : start + size] for start in range(0, len(pcm), size)]
+        alone.append([p for piece in pieces for p in stream.process(piece)])
+    streams = [silero_vad.new_stream() for _ in signals]
+    together: list[list[float]] = [[] for _ in signals]
+    offsets = [0] * len(signals)
+    while any(offsets[i] < len(pcm) for i, pcm in enumerate(signals)):
+        busy = [i for i, pcm in enumerate(signals) if offsets[i] < len(pcm)]
+        work = []
+        for i in busy:
+            size = chunks[i % len(chunks)]
+            work.append((streams[i], signals[i][offsets[i] : offsets[i] + size]))
+            offsets[i] += size
+        for i, probabilities in zip(busy, score_together(plan_together(work)), strict=True):
+            together[i].extend(probabilities)
+    for ours, reference in zip(together, alone, strict=True):
+        assert len(ours) == len(reference)
+        assert np.allclose(ours, reference, atol=1e-5)
+    assert plan_together([]) == []
+    for stream in streams:
+        assert stream._context.base is None and all(window.base is None for window in stream._gated)
+
+
 def test_the_next_utterance_goes_on_from_the_rooms_noise_floor(silero_vad):
     """A new stream per utterance must not relearn the room: with the last stream's floor, room noise above
     the fixed gate (the bench's 30 dB SNR room, about -50 dBFS) is gated from the first window."""

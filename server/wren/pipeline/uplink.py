@@ -34,7 +34,7 @@ from wren.pipeline.stage import BlockingStage, Chain
 from wren.pipeline.turn_detection import ListenMode, TurnDetector
 from wren.speech.codec import CodecError
 from wren.speech.resample import Resampler
-from wren.speech.vad import score_together
+from wren.speech.vad import SileroVadStream, plan_together, score_together
 
 ASR_RATE = 16000
 
@@ -89,11 +89,12 @@ class VadStage(BlockingStage):
 
     @staticmethod
     def process_together(work: Sequence[tuple[VadStage, Pcm]]) -> list[VoiceActivity]:
-        """`process` for the chunks of many stages (streams) at once: streams that can plan (Silero) share
-        one model call per window (`wren.speech.vad.score_together`), the others score alone."""
-        plans = [(i, stage._vad.plan(pcm.pcm)) for i, (stage, pcm) in enumerate(work)
-                 if hasattr(stage._vad, "plan")]
-        scores = dict(zip((i for i, _ in plans), score_together([plan for _, plan in plans]), strict=True))
+        """`process` for the chunks of many stages (streams) at once: Silero streams share one energy
+        computation (`wren.speech.vad.plan_together`) and one model call per window (`score_together`),
+        the others score alone."""
+        planned = [i for i, (stage, _) in enumerate(work) if isinstance(stage._vad, SileroVadStream)]
+        plans = plan_together([(work[i][0]._vad, work[i][1].pcm) for i in planned])
+        scores = dict(zip(planned, score_together(plans), strict=True))
         return [
             VoiceActivity(pcm, tuple(scores[i] if i in scores else stage._vad.process(pcm.pcm)),
                           stage._vad.window_ms)

@@ -119,11 +119,19 @@ class _WindowBuffer:
         self._buffer = bytearray()  # less than one window between calls: windows() takes every whole one
 
     def windows(self, pcm: bytes) -> list[bytes]:
+        block = self.whole_windows(pcm)
+        size = self.window_bytes
+        return [block[i : i + size] for i in range(0, len(block), size)]
+
+    def whole_windows(self, pcm: bytes) -> bytes:
+        """The whole windows the buffer holds with `pcm` added, as one block (a multiple of a window)."""
+        if not self._buffer and len(pcm) % self.window_bytes == 0:
+            return pcm  # nothing held and nothing left over: no copy at all
         self._buffer += pcm
-        count = len(self._buffer) // self.window_bytes
-        out = [bytes(self._buffer[i * self.window_bytes : (i + 1) * self.window_bytes]) for i in range(count)]
-        del self._buffer[: count * self.window_bytes]
-        return out
+        end = len(self._buffer) // self.window_bytes * self.window_bytes
+        block = bytes(self._buffer[:end])
+        del self._buffer[:end]
+        return block
 
     def clear(self) -> None:
         self._buffer.clear()
@@ -213,16 +221,13 @@ class SileroVadStream:
     def plan(self, pcm16k: bytes) -> VadPlan:
         """Take the audio and decide, from energy alone, which windows the network must score (the gate
         needs no score): the first half of `process`, so that many streams can share one model call."""
-        if self._closed:
-            raise RuntimeError("VadStream used after close()")
+        return plan_together([(self, pcm16k)])[0]
+
+    def _plan_windows(self, block: np.ndarray, mean_squares: list[float]) -> VadPlan:
+        """`plan` for this call's whole windows (rows of float samples) and their energies."""
         plan = VadPlan(self, [], [])
-        windows = self._buffer.windows(pcm16k)
-        if not windows:
+        if not mean_squares:
             return plan
-        # One conversion and one energy computation for all the windows of this call.
-        block = np.frombuffer(b"".join(windows), dtype="<i2").astype(np.float32)
-        block = block.reshape(len(windows), SileroVadModel.window_samples) * np.float32(1 / 32768)
-        mean_squares = (np.einsum("ij,ij->i", block, block) / SileroVadModel.window_samples).tolist()
         gate = self._gate_level()  # from the floor before this call: a call is one or two windows
         for samples, mean_square in zip(block, mean_squares, strict=True):
             self._noise.add(mean_square)
@@ -231,13 +236,15 @@ class SileroVadStream:
                     self._prime_with_gated_windows(plan.inputs)
                 self._gate_open_for = GATE_HANGOVER_WINDOWS + 1
             if self._gate_open_for == 0:
-                self._gated.append(samples)
+                # A copy: a view would keep the whole call's block (every stream's windows) alive.
+                self._gated.append(samples.copy())
                 plan.reported.append(None)
             else:
                 self._gate_open_for -= 1
                 plan.reported.append(len(plan.inputs))
                 plan.inputs.append(np.concatenate((self._context, samples)))
             self._context = samples[-SileroVadModel.context_samples :]
+        self._context = self._context.copy()  # likewise
         return plan
 
     def _gate_level(self) -> float:
@@ -286,6 +293,30 @@ class VadPlan:
     stream: SileroVadStream
     inputs: list[np.ndarray]
     reported: list[int | None]
+
+
+def plan_together(work: Sequence[tuple[SileroVadStream, bytes]]) -> list[VadPlan]:
+    """`SileroVadStream.plan` for the audio of many streams at once: the whole windows of all of them go
+    through one int16 → float conversion and one energy computation (at 200 streaming devices, the few
+    numpy calls per stream per frame were most of the listen threads' time holding the GIL); then each
+    stream's gate decides on its own windows, exactly as alone."""
+    if not work:
+        return []
+    for stream, _ in work:
+        if stream._closed:
+            raise RuntimeError("VadStream used after close()")
+    blocks = [stream._buffer.whole_windows(pcm) for stream, pcm in work]
+    joined = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+    size = SileroVadModel.window_samples
+    samples = np.frombuffer(joined, dtype="<i2").astype(np.float32).reshape(-1, size)
+    samples *= np.float32(1 / 32768)
+    mean_squares = (np.einsum("ij,ij->i", samples, samples) / size).tolist()
+    plans, at = [], 0
+    for (stream, _), block in zip(work, blocks, strict=True):
+        count = len(block) // (size * 2)
+        plans.append(stream._plan_windows(samples[at : at + count], mean_squares[at : at + count]))
+        at += count
+    return plans
 
 
 def score_together(plans: Sequence[VadPlan]) -> list[list[float]]:
