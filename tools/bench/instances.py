@@ -7,8 +7,12 @@ at random, overlapping moments, plus idle connected devices) against
 on the same machine, with the same seeded plan. Prints first-audio p50/p95, answered turns and the CPU seconds
 each configuration's server processes used.
 
+`--streaming N` runs concurrency.py's load instead (N devices streaming in auto mode, each speaking once in
+a 30 s cycle) and prints its uplink lag: what a second process, with its own event loop and GIL, buys the
+many-streams case on one box (issue 11).
+
     .venv/bin/python tools/bench/instances.py [--quick] [--active 10] [--idle 100] [--requests 3]
-                                             [--json PATH] [--only sqlite,redis,two]
+                                             [--json PATH] [--only sqlite,redis,two] [--streaming 200]
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tools.bench import overlap
+from tools.bench import concurrency, overlap
 from tools.bench.common import ServerProcess, fmt, write_json
 
 HAPROXY_CONFIG = """global
@@ -108,6 +112,14 @@ class Instances:
     def cpu_seconds(self) -> float:
         return sum(_tree_cpu(s) for s in self.servers)
 
+    # What concurrency.py reads of a server besides the above (its own CPU figure is the first instance's).
+    @property
+    def pid(self) -> int:
+        return self.servers[0].pid
+
+    def rss_bytes(self, with_children: bool = False) -> int:
+        return sum(s.rss_bytes(with_children) for s in self.servers)
+
 
 def _tree_cpu(server: ServerProcess) -> float:
     """CPU seconds of a server and its ASR worker processes."""
@@ -124,14 +136,18 @@ def _tree_cpu(server: ServerProcess) -> float:
 
 def _measure(target: Any, args: argparse.Namespace, cpu: Any) -> dict:
     before = cpu()
-    res = overlap.run(target, args.quick, args.active, args.idle, args.requests)
+    if args.streaming:
+        res = concurrency.run(target, args.quick, [args.streaming])["rows"][0]
+        res["seconds"] = None
+    else:
+        res = overlap.run(target, args.quick, args.active, args.idle, args.requests)
     res["server_cpu_s"] = round(cpu() - before, 1)
     res.pop("detail", None)
     return res
 
 
 def run(args: argparse.Namespace) -> dict[str, dict]:
-    env = dict(overlap.SERVER_ENV)
+    env = dict(concurrency.SERVER_ENV if args.streaming else overlap.SERVER_ENV)
     wanted = set(args.only.split(","))
     results: dict[str, dict] = {}
     if "sqlite" in wanted:
@@ -152,6 +168,11 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
 
 def print_table(results: dict[str, dict]) -> None:
     for name, res in results.items():
+        if "uplink_lag_ms" in res:  # --streaming
+            lag = res["uplink_lag_ms"]
+            print(f"{name:32s} N = {res['n']}: answered {res['answered']}/{res['utterances']}; uplink lag "
+                  f"p50 {fmt(lag['p50'])} / p99 {fmt(lag['p99'])} ms; server CPU {res['server_cpu_s']} s")
+            continue
         a = res["first_audio_ms"]
         print(f"{name:32s} answered {res['answered']}/{res['turns']}; first audio p50 {fmt(a['p50'])} / "
               f"p95 {fmt(a['p95'])} / max {fmt(a['max'])} ms; server CPU {res['server_cpu_s']} s "
@@ -165,6 +186,8 @@ def main() -> int:
     parser.add_argument("--idle", type=int, help="idle connected devices (default 100)")
     parser.add_argument("--requests", type=int, help="requests per asking device (default 3)")
     parser.add_argument("--only", default="sqlite,redis,two", help="which configurations (comma-separated)")
+    parser.add_argument("--streaming", type=int, metavar="N",
+                        help="concurrency.py's N streaming devices instead of the overlapping turns")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     results = run(args)
