@@ -51,6 +51,14 @@ def check_audio_config(config: Config) -> None:
         raise ConfigError(f"server.protocol_version must be 1, 2 or 3 (got {config.server.protocol_version})")
 
 
+def uplink_on_loop(config: Config, speech: Any) -> bool:
+    """Whether the uplink's frame work runs on the event loop: `[server] uplink_on_loop`, and a recogniser
+    whose feed never blocks (`feeds_without_blocking`, Moonshine); pocketsphinx, vosk (a worker process's
+    finish() waits for its reply) and Wyoming (a socket) stay on the listen threads."""
+    asr = getattr(speech, "asr", None)
+    return config.server.uplink_on_loop and bool(getattr(asr, "feeds_without_blocking", False))
+
+
 def _log_warm_failure(done: asyncio.Future[Any]) -> None:
     if not done.cancelled() and done.exception() is not None:  # a fixed phrase TTS cannot say: no cache
         log.warning("tts: caching the fixed phrases failed: %s", done.exception())
@@ -91,6 +99,7 @@ class WrenServer:
             from wren.speech import SpeechStack
 
             self.speech = await loop.run_in_executor(None, SpeechStack.load, self.config)
+        self.listen_executor.on_loop = uplink_on_loop(self.config, self.speech)
         if self.agent is None:
             from wren.agent.loop import AgentLoop
 

@@ -142,3 +142,80 @@ async def test_shutdown_cancels_jobs_not_started_and_refuses_new_ones():
     with pytest.raises(RuntimeError, match="after shutdown"):
         pool.submit(lambda: None)
     pool.shutdown(wait=True)
+
+
+# ---- on the loop (`on_loop`: the server's mode when the recogniser's feed never blocks) -----------------
+
+
+@pytest.fixture
+def on_loop():
+    pool = BatchedExecutor(1, "test-on-loop", on_loop=True)
+    yield pool
+    pool.shutdown(wait=True)
+
+
+async def test_on_the_loop_jobs_run_on_the_loop_thread_and_blocking_ones_on_a_worker(on_loop):
+    assert await on_loop.submit(threading.current_thread) is threading.current_thread()
+    assert await on_loop.submit_together(lambda items: [threading.current_thread()] * len(items), 1) \
+        is threading.current_thread()
+    worker = await on_loop.submit(lambda: threading.current_thread().name, may_block=True)
+    assert worker.startswith("test-on-loop_")
+
+
+async def test_on_the_loop_the_items_submitted_in_one_round_run_in_one_call(on_loop):
+    calls: list[list[int]] = []
+
+    def squares(items: list[int]) -> list[object]:
+        calls.append(list(items))
+        return [ValueError(f"odd {i}") if i == 7 else i * i for i in items]
+
+    plain = on_loop.submit(lambda: "plain")
+    jobs = [on_loop.submit_together(squares, i) for i in range(10)]
+    assert on_loop.waiting == 11  # nothing ran yet: the round comes after this task yields
+    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    assert outcomes[:7] == [i * i for i in range(7)] and outcomes[8:] == [64, 81]
+    assert isinstance(outcomes[7], ValueError)  # only that item failed
+    assert await plain == "plain"
+    assert calls == [list(range(10))]
+
+
+async def test_on_the_loop_a_round_runs_at_most_max_together_items_and_leaves_the_rest_for_the_next(on_loop):
+    calls: list[list[int]] = []
+    rounds_seen: list[int] = []
+
+    def record(items: list[int]) -> list[int]:
+        calls.append(list(items))
+        return items
+
+    async def count_rounds() -> None:  # a task that runs once per loop round
+        for _ in range(5):
+            rounds_seen.append(len(calls))
+            await asyncio.sleep(0)
+
+    n = batched_executor.MAX_TOGETHER + 5
+    ticker = asyncio.ensure_future(count_rounds())
+    assert await asyncio.gather(*(on_loop.submit_together(record, i) for i in range(n))) == list(range(n))
+    await ticker
+    assert [len(c) for c in calls] == [batched_executor.MAX_TOGETHER, 5]
+    assert sorted(i for c in calls for i in c) == list(range(n))
+    assert 1 in rounds_seen  # the loop served another task between the two calls
+
+
+async def test_on_the_loop_a_together_call_that_raises_fails_each_of_its_items(on_loop):
+    def broken(items: list[int]) -> list[int]:
+        raise RuntimeError("model failed")
+
+    results = await asyncio.gather(on_loop.submit_together(broken, 1), on_loop.submit_together(broken, 2),
+                                   return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)
+    assert await on_loop.submit(lambda: 2) == 2  # the next round goes on
+
+
+async def test_on_the_loop_shutdown_cancels_jobs_not_started_and_refuses_new_ones():
+    pool = BatchedExecutor(1, "test-on-loop", on_loop=True)
+    queued = pool.submit(lambda: "never")
+    pool.shutdown(wait=True)
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        pool.submit(lambda: None)

@@ -60,6 +60,10 @@ class ServerConfig:
     wake_words: list[str] = field(default_factory=lambda: ["hi wren", "hey wren", "ok wren", "wren",
                                                            "你好小智", "你好小明", "hi xiaozhi"])
     listen_workers: int = 2  # threads for uplink CPU work (decode, VAD, ASR)
+    # Run each frame's uplink work (decode, VAD, turn detection, feeding the recogniser) on the event loop,
+    # all sessions' frames of one loop round together, when the recogniser's feed never blocks (moonshine);
+    # false, or another recogniser: on the listen threads. See wren.pipeline.batched_executor.
+    uplink_on_loop: bool = True
     speak_workers: int = 2  # threads for downlink CPU work (TTS, resample, encode)
 
 

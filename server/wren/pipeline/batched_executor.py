@@ -21,6 +21,16 @@ awaiting task is cancelled still runs to completion (await it through `asyncio.s
 `wren.session.listening` does, so a session can wait for its last job before releasing what it uses);
 `shutdown()` cancels jobs not started yet, and `submit` after it raises RuntimeError.
 
+On the loop (`on_loop`, the server's choice when the recogniser's feed never blocks): jobs not `may_block`
+run on the event loop's own thread instead, every job submitted since the last round in one `call_soon`
+callback (the `submit_together` items of one function in calls of at most MAX_TOGETHER, the callback
+handing the rest to the next loop round). Why: a listen thread holds the GIL in Python for most of a job,
+so the event loop, which drops the GIL at every socket read and `select()`, waited to get it back
+thousands of times a second; at 200 streaming devices that hand-off, not the work, was the limit
+(docs/performance.md, round 10: uplink lag p99 2.8 s → 270 ms, server CPU 142 → 129 %). The work is the
+same (decode, batched VAD, turn detection, feeding the recogniser, ≈70-100 µs a frame); a job that may
+wait on something else (`may_block`: a recogniser's finish) still goes to the threads.
+
 Bound: none of its own, by design. Each session waits for its job before submitting the next, so at most one
 job per session is ever waiting; the sessions are bounded by `[limits] connections`.
 """
@@ -50,10 +60,12 @@ _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
 class BatchedExecutor:
-    def __init__(self, workers: int, name: str) -> None:
+    def __init__(self, workers: int, name: str, on_loop: bool = False) -> None:
         self.workers = max(1, workers)
         self.name = name
+        self.on_loop = on_loop  # jobs not `may_block` run on the event loop (see the module docstring)
         self._jobs: deque[_Job] = deque()  # at most one per session (see the module docstring)
+        self._looped: list[_Job] = []  # jobs for the loop's next round (`on_loop`), also one per session
         self._ready = threading.Condition()
         self._idle = 0  # workers waiting for jobs
         self._closed = False
@@ -65,8 +77,8 @@ class BatchedExecutor:
 
     @property
     def waiting(self) -> int:
-        """Jobs not yet taken by a worker (the metrics' queue depth)."""
-        return len(self._jobs)
+        """Jobs not yet started (the metrics' queue depth)."""
+        return len(self._jobs) + len(self._looped)
 
     def submit(self, fn: Callable[..., Any], *args: Any, may_block: bool = False) -> asyncio.Future[Any]:
         """`may_block`: the job may wait on something else (results held back are handed over first)."""
@@ -83,20 +95,52 @@ class BatchedExecutor:
              ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
+        job = (loop, future, fn, args, may_block, together)
+        if self.on_loop and not may_block:
+            if self._closed:
+                raise RuntimeError(f"{self.name}: cannot schedule new work after shutdown")
+            self._looped.append(job)
+            if len(self._looped) == 1:  # the first since the last round: the round runs them all
+                loop.call_soon(self._run_looped)
+            return future
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name}: cannot schedule new work after shutdown")
-            self._jobs.append((loop, future, fn, args, may_block, together))
+            self._jobs.append(job)
             if self._idle:
                 self._ready.notify()
         return future
+
+    def _run_looped(self) -> None:
+        """One loop round of `on_loop` jobs: plain jobs one by one, the items of a together function in
+        calls of at most MAX_TOGETHER; past that, the rest wait for the next round (so the loop serves
+        sockets between batches), with whatever was submitted meanwhile."""
+        jobs, self._looped = self._looped, []
+        together: dict[Any, list[_Job]] = {}
+        done: list[_Done] = []
+        left: list[_Job] = []
+        for job in jobs:
+            if job[5] is None:
+                done.extend(outcome for _, outcome in self._run([job]))
+                continue
+            group = together.setdefault(job[5], [])
+            (group if len(group) < MAX_TOGETHER else left).append(job)
+        for group in together.values():
+            done.extend(outcome for _, outcome in self._run(group))
+        _resolve(done)
+        if left and not self._closed:
+            self._looped[:0] = left
+            left[0][0].call_soon(self._run_looped)
+        for job in left if self._closed else ():
+            job[1].cancel()
 
     def shutdown(self, wait: bool = False) -> None:
         """No new jobs; jobs not started are cancelled; running ones finish (`wait`: wait for them)."""
         with self._ready:
             self._closed = True
-            pending = list(self._jobs)
+            pending = list(self._jobs) + self._looped
             self._jobs.clear()
+            self._looped = []
             self._ready.notify_all()
         for loop, future, *_job in pending:
             _call_soon(loop, future.cancel)

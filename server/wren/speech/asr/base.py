@@ -27,5 +27,9 @@ class AsrStream(Protocol):
 class AsrEngine(Protocol):
     name: str
     sample_rate: int
+    # Optional: True when open_stream, accept, pause/resume, bias, close and finish_later (no finish()) all
+    # return at once, never waiting for a decode or a socket, so the server may feed its streams on the
+    # event loop (`[server] uplink_on_loop`). Absent = False.
+    # feeds_without_blocking: bool
 
     def open_stream(self, speaker: str | None = None) -> AsrStream: ...

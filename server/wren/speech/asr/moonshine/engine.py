@@ -66,6 +66,7 @@ class EngineStats:
 class MoonshineEngine:
     name = "moonshine"
     sample_rate = SAMPLE_RATE
+    feeds_without_blocking = True  # decodes run on the scheduler's threads; the words come by finish_later()
 
     def __init__(
         self, model_folder: Path, threads: int = 0, max_speculative: int = MAX_WAITING_SPECULATIVE,

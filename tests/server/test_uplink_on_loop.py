@@ -1,0 +1,65 @@
+"""Where the uplink's frame work runs: on the event loop when the recogniser's feed never blocks (Moonshine),
+on the listen threads otherwise or when `[server] uplink_on_loop` is off; spoken turns work both ways."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+from wren.app import uplink_on_loop
+from wren.config import Config
+
+from tests.server.helpers import assert_complete_reply, speak, words
+from tests.support.device import TestDevice
+
+
+def _config(on: bool) -> Config:
+    config = Config()
+    config.server.uplink_on_loop = on
+    return config
+
+
+def test_only_a_recogniser_whose_feed_never_blocks_is_fed_on_the_loop():
+    moonshine_like = SimpleNamespace(asr=SimpleNamespace(feeds_without_blocking=True))
+    streaming = SimpleNamespace(asr=SimpleNamespace(name="pocketsphinx"))  # a worker's finish() waits
+    assert uplink_on_loop(_config(True), moonshine_like)
+    assert not uplink_on_loop(_config(False), moonshine_like)
+    assert not uplink_on_loop(_config(True), streaming)
+
+
+def test_the_default_recogniser_is_fed_on_the_loop(speech):
+    assert speech.asr.name == "moonshine"
+    assert uplink_on_loop(Config(), speech)
+
+
+def _uplink_threads(server) -> set[str]:
+    """The threads the session's uplink jobs ran on, recorded around the listen executor's `_run`."""
+    executor = server.server.listen_executor
+    seen: set[str] = set()
+    run = executor._run
+
+    def recording(jobs):  # type: ignore[no-untyped-def]
+        if jobs[0][5] is not None:  # a `submit_together` call: the frames' work
+            seen.add(threading.current_thread().name)
+        return run(jobs)
+
+    executor._run = recording
+    return seen
+
+
+@pytest.mark.parametrize("on_loop", [True, False])
+async def test_a_spoken_turn_is_answered_with_the_uplink_on_the_loop_or_on_the_threads(start_server, on_loop):
+    server = start_server(server={"uplink_on_loop": on_loop})
+    assert server.server.listen_executor.on_loop is on_loop
+    seen = _uplink_threads(server)
+    async with TestDevice(server.ws_url) as dev:
+        await dev.connect()
+        await speak(dev, "what day is it", "auto")
+        reply = await dev.next_reply(timeout=60)
+        assert {"what", "day"} <= words(reply.stt or ""), reply.stt
+        assert_complete_reply(dev, reply)
+    if on_loop:
+        assert seen == {"wren-test-server"}  # the server's event loop thread (tests/server/conftest.py)
+    else:
+        assert seen and all(name.startswith("wren-listen_") for name in seen), seen
