@@ -131,3 +131,15 @@ def test_frame_chunker_keeps_the_remainder_between_feeds():
     assert chunker.feed(b"defghi") == [b"abcd", b"efgh"]
     assert chunker.pending_bytes == 1
     assert chunker.flush() == [b"i\x00\x00\x00"]
+
+
+def test_opus_decode_keeps_the_gil_so_the_event_loop_never_waits_to_get_it_back():
+    """The uplink decodes on the event loop: a call that released the GIL could hand it to a busy thread."""
+    import ctypes
+
+    from wren.speech import codec
+
+    assert codec._libopus_decode._flags_ & ctypes._FUNCFLAG_PYTHONAPI  # a ctypes.PyDLL function
+    decoder = OpusDecoder(16000, 1, 60)
+    packet = OpusEncoder(16000, 60).encode(spoken("hello")[: 960 * 2])
+    assert len(decoder.decode(packet)) == 960 * 2

@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import opuslib_next
 import opuslib_next.api.decoder
 
-_libopus_decode = opuslib_next.api.decoder.libopus_decode  # opus_decode(), argtypes already declared
+
+def _gil_holding(function: Any) -> Any:
+    """The same libopus function, called without releasing the GIL (`ctypes.PyDLL`). A 60 ms packet decodes
+    in ≈30-40 µs. The uplink decodes on the event loop (wren.pipeline.batched_executor), and a released GIL
+    is one that Moonshine's or piper's threads may take, so every decode could cost the loop a wait for
+    them; with 200 streaming devices the slowest loop rounds went from 153 to 74 ms (docs/performance.md,
+    round 10)."""
+    held = getattr(ctypes.PyDLL(opuslib_next.api.libopus._name), function.__name__)
+    held.argtypes, held.restype = function.argtypes, function.restype
+    return held
+
+
+_libopus_decode = _gil_holding(opuslib_next.api.decoder.libopus_decode)  # opus_decode()
 
 VALID_OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 # Durations libopus encodes in one call (80-120 ms since libopus 1.2); 2.5 and 5 ms exist but no device
