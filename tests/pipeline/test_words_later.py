@@ -111,3 +111,23 @@ async def test_a_session_awaiting_its_words_does_not_hold_the_listen_thread_from
         await a.close()
         await b.close()
         pool.shutdown()
+
+
+async def test_on_the_loop_a_long_run_of_frames_is_fed_a_few_at_a_time_and_the_rest_stays_queued():
+    from wren.session.listening import LOOP_RUN_FRAMES
+
+    pool = BatchedExecutor(1, "test-on-loop", on_loop=True)
+    speech = SimpleNamespace(vad=FakeVad(), asr=FakeAsrEngine(LaterAsrStream))
+    listener = Listener(speech, VadConfig(), pool, UplinkTiming("a"), "a")
+    listener.configure(FakeDecoder(), 16000, None)
+    try:
+        await listener.begin(ListenMode.MANUAL)
+        backlog = [(SILENT_PACKET, time.monotonic())] * (LOOP_RUN_FRAMES * 3 + 1)
+        await listener.feed(backlog)
+        assert len(backlog) == LOOP_RUN_FRAMES * 2 + 1  # one loop round's share went through
+        while backlog:
+            await listener.feed(backlog)
+        assert listener.timing.frames == LOOP_RUN_FRAMES * 3 + 1
+    finally:
+        await listener.close()
+        pool.shutdown(wait=True)

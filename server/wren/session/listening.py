@@ -24,6 +24,11 @@ from wren.pipeline.uplink import DecodeStage, Uplink, feed_together
 
 log = logging.getLogger(__name__)
 
+# On the event loop (`BatchedExecutor.on_loop`), one job takes at most this many of a session's frames (240 ms
+# of audio; the rest go in the next loop round): a round of 64 sessions stays a few hundred frames, tens of
+# milliseconds, however far behind the sessions are, so replies keep their pace and sockets are read.
+LOOP_RUN_FRAMES = 4
+
 
 class Listener:
     def __init__(self, speech: Any, vad: VadConfig, executor: BatchedExecutor,
@@ -85,13 +90,14 @@ class Listener:
     async def feed(self, payloads: list[tuple[bytes, float | None]]) -> list[Frame]:
         """Feed audio (payload, arrival) in order; returns the turn events and errors that came out.
 
-        Stops early at a turn event (the caller acts on it, then calls again with what is left): returns
-        with `payloads` trimmed to the unconsumed tail."""
+        Stops early at a turn event (the caller acts on it, then calls again with what is left), and on the
+        loop after LOOP_RUN_FRAMES: returns with `payloads` trimmed to the unconsumed tail."""
         uplink = self._uplink
         if uplink is None or uplink.ended:
             return []
+        run = payloads[:LOOP_RUN_FRAMES] if self._executor.on_loop else payloads
         outcomes = await self._await(
-            self._executor.submit_together(_feed_together, (self, uplink, [p for p, _ in payloads])))
+            self._executor.submit_together(_feed_together, (self, uplink, [p for p, _ in run])))
         events: list[Frame] = []
         for (_payload, arrival), frames in zip(payloads, outcomes, strict=False):
             decoded = True
