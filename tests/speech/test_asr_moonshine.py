@@ -259,3 +259,16 @@ def test_the_tokenizer_splits_text_the_way_the_model_writes_it(moonshine, senten
     """Rescoring needs the model's own split of a word: any other split is far less likely to it."""
     result = moonshine.model.transcribe(np.frombuffer(spoken(sentence), "<i2").astype(np.float32) / 32768.0)
     assert moonshine.model.tokenizer.encode(result.text) == result.tokens
+
+
+def test_weights_are_unsigned_exactly_where_the_cpu_has_no_vnni_and_cached_apart():
+    """Without VNNI, ONNX Runtime's u8 × s8 kernel saturates: the accuracy tests above failed on an AVX2-only
+    CPU until the weights went unsigned there."""
+    from wren.speech.asr.moonshine.convert import has_vnni, unsigned_weights
+
+    assert has_vnni("fpu sse4_2 avx2 avx512f avx512bw avx512_vnni")
+    assert has_vnni("fpu avx2 avx_vnni")
+    assert not has_vnni("fpu sse4_2 avx2 avx512f avx512bw")  # AVX-512 without VNNI still saturates
+    folder = cached_folder(find_assets(), Path(moonshine_cache_dir()))
+    assert folder.name.endswith("-u8") == unsigned_weights()
+    assert unsigned_weights() == (not has_vnni(Path("/proc/cpuinfo").read_text()))
