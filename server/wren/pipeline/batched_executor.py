@@ -27,7 +27,7 @@ callback (the `submit_together` items of one function in calls of at most MAX_TO
 handing the rest to the next loop round). Why: a listen thread holds the GIL in Python for most of a job,
 so the event loop, which drops the GIL at every socket read and `select()`, waited to get it back
 thousands of times a second; at 200 streaming devices that hand-off, not the work, was the limit
-(docs/performance.md, round 10: uplink lag p99 2.8 s → 270 ms, server CPU 142 → 129 %). The work is the
+(docs/performance.md, round 10: uplink lag p99 5.1 / 1.1 s → 570 / 680 ms in two pairs). The work is the
 same (decode, batched VAD, turn detection, feeding the recogniser, ≈70-100 µs a frame); a job that may
 wait on something else (`may_block`: a recogniser's finish) still goes to the threads.
 
@@ -128,11 +128,11 @@ class BatchedExecutor:
         for group in together.values():
             done.extend(outcome for _, outcome in self._run(group))
         _resolve(done)
-        if left and not self._closed:
-            self._looped[:0] = left
+        if left and self._closed:  # shut down from another thread meanwhile: not started, so cancelled
+            _resolve([(job[1], None, asyncio.CancelledError()) for job in left])
+        elif left:  # the round runs no awaits, so nothing was submitted during it: _looped is empty
+            self._looped = left
             left[0][0].call_soon(self._run_looped)
-        for job in left if self._closed else ():
-            job[1].cancel()
 
     def shutdown(self, wait: bool = False) -> None:
         """No new jobs; jobs not started are cancelled; running ones finish (`wait`: wait for them)."""
