@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
 import pytest
+from wren.agent.vocabulary import recognition_phrases
 from wren.config import AsrConfig
 from wren.speech.asr import AsrError, load_asr
+from wren.speech.asr.bias import STRONG_MARGIN
 from wren.speech.asr.moonshine.assets import find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, is_complete
-from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S
-from wren.speech.asr.moonshine.model import strip_wrapping_quotes, trim_repeats
+from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess
+from wren.speech.asr.moonshine.model import Use, strip_wrapping_quotes, trim_repeats
 from wren.speech.asr.moonshine.scheduler import SPECULATIVE, URGENT, DecodeScheduler
 from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
 
@@ -228,7 +231,8 @@ def test_while_speaking_guesses_become_drafts_for_the_final_decode(moonshine):
 
 def test_a_pause_right_after_a_draft_of_the_same_audio_still_gives_finish_its_answer(moonshine):
     """The chunk that completes a draft's stretch of audio can be the one the VAD ends with a pause: the
-    draft skipped the command grammar, so the pause must guess again, and finish() use that guess."""
+    draft becomes the guess if its decode has not reached the grammar yet, else the pause guesses again;
+    either way finish() answers from a guess, not from a decode with the person waiting."""
     pcm = spoken("set a timer for five minutes")
     draft_bytes = int(DRAFT_EVERY_S * 16000) * 2
     stream = moonshine.open_stream()
@@ -239,6 +243,82 @@ def test_a_pause_right_after_a_draft_of_the_same_audio_still_gives_finish_its_an
     stream.finish()
     stream.close()
     assert (moonshine.stats.speculation_used, moonshine.stats.urgent_runs) == (used + 1, urgent)
+
+
+def _held_decodes(monkeypatch, model):  # type: ignore[no-untyped-def]
+    """Decodes wait for `go` once begun, and record what each was for (`Use`) when it asks."""
+    real = model.transcribe
+    running, go = threading.Event(), threading.Event()
+    uses: list[Use] = []
+
+    def transcribe(audio, bias=None, draft=None, use=Use.COMMAND):  # type: ignore[no-untyped-def]
+        running.set()
+        assert go.wait(10)
+
+        def asked() -> Use:
+            purpose = use() if callable(use) else use
+            uses.append(purpose)
+            return purpose
+
+        return real(audio, bias, draft, asked)
+
+    monkeypatch.setattr(model, "transcribe", transcribe)
+    return running, go, uses
+
+
+def test_a_pause_at_the_end_of_a_running_draft_makes_it_the_guess_with_one_decode(moonshine, monkeypatch):
+    """Push-to-talk: the draft of the last stretch starts, and the same chunk ends with the pause. Decoding
+    that audio twice at once slowed both decodes (4 turns in 16 of the one-person bench); the running
+    draft is rescored and matched against the grammar instead, and its result is the answer."""
+    running, go, uses = _held_decodes(monkeypatch, moonshine.model)
+    pcm = spoken("what is the weather like today")  # no command: the grammar has its say
+    stream = moonshine.open_stream()
+    stream.bias(recognition_phrases(), STRONG_MARGIN)
+    stats = moonshine.stats
+    guesses, used, urgent = stats.speculative_runs, stats.speculation_used, stats.urgent_runs
+    stream.accept(pcm[: int(DRAFT_EVERY_S * 16000) * 2])
+    assert running.wait(10)  # the draft's decode has begun
+    stream.pause()
+    go.set()
+    words = plain(stream.finish())
+    stream.close()
+    assert uses == [Use.COMMAND]  # one decode, and it was the answer's
+    assert stats.speculative_runs == guesses + 1
+    assert (stats.speculation_used, stats.urgent_runs) == (used + 1, urgent)
+    assert words.startswith("what")
+
+
+def test_a_guess_the_speaker_spoke_past_finishes_as_a_draft(moonshine, monkeypatch):
+    """A false pause (a quiet consonant, a breath): the guess is running when speech resumes. Its words can
+    no longer be the answer, so it skips the rescoring and the grammar; its tokens still serve as the
+    next decode's draft."""
+    running, go, uses = _held_decodes(monkeypatch, moonshine.model)
+    stream = moonshine.open_stream()
+    stream.drafts(False)
+    stream.bias(recognition_phrases(), STRONG_MARGIN)
+    feed_in_chunks(stream, spoken("what is the weather", tail_ms=100))
+    stream.pause()
+    assert running.wait(10)
+    stream.resume()
+    go.set()
+    feed_in_chunks(stream, spoken("like today", lead_ms=100))
+    words = plain(stream.finish())
+    stream.close()
+    assert sorted(use.value for use in uses) == ["command", "draft"]  # the finish decodes the answer
+    assert "weather" in words and "today" in words
+
+
+def test_what_a_guess_is_for_is_settled_when_its_decode_asks():
+    draft = _Guess(16000, final=False, windowed=False)
+    assert draft.use() is Use.DRAFT
+    assert draft.make_final() is False  # too late: the pause decodes again
+    upgraded = _Guess(16000, final=False, windowed=False)
+    assert upgraded.make_final() is True
+    assert upgraded.use() is Use.COMMAND
+    spoken_past = _Guess(16000, final=True, windowed=False)
+    spoken_past.superseded()
+    assert spoken_past.use() is Use.DRAFT
+    assert _Guess(16000, final=True, windowed=True).use() is Use.WORDS  # part of a long utterance
 
 
 def test_a_stream_told_not_to_draft_decodes_once_at_the_end(moonshine):

@@ -25,6 +25,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ import numpy as np
 from wren.speech.asr.bias import PhraseBias
 from wren.speech.asr.cap import Slot, StreamCap
 from wren.speech.asr.errors import AsrError
-from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel
+from wren.speech.asr.moonshine.model import MAX_WINDOW_S, SAMPLE_RATE, MoonshineModel, Use
 from wren.speech.asr.moonshine.scheduler import (
     COMMIT,
     MAX_WAITING_SPECULATIVE,
@@ -96,12 +97,12 @@ class MoonshineEngine:
 
     def decode(
         self, pcm: bytes, priority: int, bias: PhraseBias | None = None, draft: list[int] | None = None,
-        constrain: bool = True,
+        use: Use | Callable[[], Use] = Use.COMMAND,
     ) -> Future:
         """Schedule the transcription of int16 PCM (copied now: the caller's buffer may grow); the future's
-        result is a `Transcript` (`constrain`: see MoonshineModel.transcribe)."""
+        result is a `Transcript` (`use`: see MoonshineModel.transcribe)."""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias, draft, constrain), priority)
+        return self.scheduler.submit(lambda: self.model.transcribe(audio, bias, draft, use), priority)
 
     def phrase_bias(self, phrases: tuple[str, ...], margin: float) -> PhraseBias:
         """One PhraseBias per distinct phrase set (sessions of similar devices share it)."""
@@ -122,11 +123,40 @@ class MoonshineEngine:
         self.scheduler.close()
 
 
-@dataclass
 class _Guess:
-    end: int  # samples of the window it covers, from the window's start
-    future: Future
-    final: bool  # made at a pause, as the end would be decoded (a draft while speaking skips the grammar)
+    """A background decode of the window so far: a draft while speaking, or `final`, made at a pause as the
+    end would be decoded. Its decode asks what it is for (`use`) once its greedy search is done; until then:
+    - a draft becomes final when the pause comes at its very end (`make_final`): one decode, not two at once
+      (push-to-talk in the bench hit this in 4 turns of 16, each decode slowed by the other);
+    - a guess the speaker spoke past (`superseded`: resumed, or a newer guess) keeps only its tokens, the
+      next decode's draft: no rescoring and no grammar, ≈ half of a short question's decode."""
+
+    def __init__(self, end: int, final: bool, windowed: bool) -> None:
+        self.end = end  # samples of the window it covers, from the window's start
+        self.final = final
+        self.future: Future = Future()  # replaced by the decode's own future once it is submitted
+        self._windowed = windowed  # earlier windows of the utterance are committed: no command grammar
+        self._superseded = False
+        self._settled = False  # the decode has asked `use`: nothing changes it any more
+        self._lock = threading.Lock()  # the uplink's thread changes it, a decode thread settles it
+
+    def use(self) -> Use:
+        with self._lock:
+            self._settled = True
+            if self._superseded or not self.final:
+                return Use.DRAFT
+            return Use.WORDS if self._windowed else Use.COMMAND
+
+    def make_final(self) -> bool:
+        """Whether this is (now) the guess at the pause: False once a draft's decode has settled."""
+        with self._lock:
+            if not self._settled and not self._superseded:
+                self.final = True
+            return self.final
+
+    def superseded(self) -> None:
+        with self._lock:
+            self._superseded = True
 
 
 class MoonshineStream:
@@ -174,12 +204,17 @@ class MoonshineStream:
             return
         window = len(self._pcm) // 2
         self._pause_at = window
-        # A draft of this very audio (made by the accept() of the chunk that ended with the pause) is no
-        # answer: it skipped the command grammar, so finish() would decode again, with the person waiting.
-        if window == 0 or (self._guess is not None and self._guess.end == window and self._guess.final):
+        guess = self._guess
+        if window == 0 or (guess is not None and guess.end == window and guess.final):
             return
         if window >= COMMIT_AFTER_S * SAMPLE_RATE:
             self._commit(window)
+            return
+        # A draft of this very audio (made by the accept() of the chunk that ended with the pause) becomes
+        # the guess if its decode has not reached the grammar yet; else it is no answer (it skipped the
+        # grammar) and the audio is decoded again. Push-to-talk in the bench hit this in 4 turns of 16:
+        # two decodes of the same audio at once, each slowed by the other, with the person about to wait.
+        if guess is not None and guess.end == window and guess.make_final():
             return
         self._guess_now(window, final=True)
 
@@ -198,6 +233,8 @@ class MoonshineStream:
     def resume(self) -> None:
         """The speaker spoke again after a pause: the audio after it must be decoded too."""
         self._pause_at = None
+        if self._guess is not None:
+            self._guess.superseded()  # never the answer now: its words are only a draft
 
     def partial(self) -> str:
         if self._final is not None:
@@ -286,7 +323,7 @@ class MoonshineStream:
         if self._draft:
             self._engine.count("drafted_runs")
         return self._engine.decode(bytes(self._pcm[: end * 2]), URGENT, self._bias, self._draft,
-                                   constrain=not self._windows)
+                                   use=Use.WORDS if self._windows else Use.COMMAND)
 
     def _guessed_end(self) -> int:
         return self._guess.end if self._guess is not None else 0
@@ -296,9 +333,10 @@ class MoonshineStream:
         a `final` guess (at a pause) may be the answer, so only it is matched against the command grammar:
         a draft's words are no command yet, and long utterances (committed windows) are none."""
         self._drop_guess()
-        future = self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias, self._draft,
-                                     constrain=final and not self._windows)
-        self._guess = _Guess(window, future, final)
+        guess = _Guess(window, final, windowed=bool(self._windows))
+        guess.future = future = self._engine.decode(bytes(self._pcm), SPECULATIVE, self._bias, self._draft,
+                                                    use=guess.use)
+        self._guess = guess
         self._engine.count("speculative_runs")
         generation = self._generation
         future.add_done_callback(lambda done: self._take_draft(done, generation))
@@ -311,7 +349,7 @@ class MoonshineStream:
     def _commit(self, end: int) -> None:
         self._drop_guess()
         window = bytes(self._pcm[: end * 2])
-        self._windows.append(self._engine.decode(window, COMMIT, self._bias, self._draft, constrain=False))
+        self._windows.append(self._engine.decode(window, COMMIT, self._bias, self._draft, use=Use.WORDS))
         self._engine.count("windows_committed")
         self._generation += 1  # a new window: drafts of the old one no longer apply
         self._draft = []
@@ -329,6 +367,7 @@ class MoonshineStream:
 
     def _drop_guess(self) -> None:
         if self._guess is not None:
+            self._guess.superseded()  # if its decode is running already, it finishes as a draft
             self._guess.future.cancel()
             self._guess = None
 

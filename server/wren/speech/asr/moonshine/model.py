@@ -18,7 +18,9 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +81,14 @@ def strip_wrapping_quotes(text: str) -> str:
     return stripped
 
 
+class Use(Enum):
+    """What a decode's result is for: how much of the work after the greedy search it needs."""
+
+    DRAFT = "draft"  # only its tokens, for a later decode of the same audio: no rescoring, no grammar
+    WORDS = "words"  # part of the answer (a window of a long utterance): rescored, no grammar (no command)
+    COMMAND = "command"  # the answer to a short utterance: rescored, and matched against the command grammar
+
+
 class MoonshineModel:
     def __init__(self, folder: Path) -> None:
         import onnxruntime as ort
@@ -105,15 +115,15 @@ class MoonshineModel:
 
     def transcribe(
         self, audio: np.ndarray, bias: PhraseBias | None = None, draft: list[int] | None = None,
-        constrain: bool = True,
+        use: Use | Callable[[], Use] = Use.COMMAND,
     ) -> Transcript:
         """Text of `audio` (float32, 16 kHz, mono, -1..1); "" for silence. With `bias`, near-miss words are
         replaced by phrase-set words the model finds about as likely (`wren.speech.asr.bias`).
         `draft`: the tokens of an earlier decode of the start of the same utterance; they are checked in
         one decoder pass and the greedy search goes on from the first token that differs (the result is
         exactly the greedy result, found with fewer decoder steps).
-        `constrain`: also try the bias's command grammar (`_commanded`); off for drafts taken while the
-        person is still speaking and for windows of long utterances, which are no command."""
+        `use`: what the result is for (`Use`), or a callable asked once, when the greedy search is done:
+        the caller's guess may have become the answer, or stopped being one, while it was decoded."""
         seconds = len(audio) / SAMPLE_RATE
         if not len(audio) or _dbfs(audio) < SILENT_DBFS:
             return Transcript("", [])
@@ -126,9 +136,10 @@ class MoonshineModel:
         search = _Greedy(self.tokenizer, math.ceil(seconds * MAX_TOKENS_PER_S) + EXTRA_TOKENS, first_tokens)
         self._search(cross, search, draft or [])
         text = self.tokenizer.decode(search.tokens)
-        if bias:
+        purpose = use() if callable(use) else use
+        if bias and purpose is not Use.DRAFT:
             text, score = self._rescored(cross, text, search.score, bias, search.heard_as)
-            grammar = bias.grammar(self.tokenizer) if constrain else None
+            grammar = bias.grammar(self.tokenizer) if purpose is Use.COMMAND else None
             if grammar is not None and not accepts(grammar, self.tokenizer.encode(text)):
                 text = self._commanded(cross, text, score, grammar, search.max_tokens)
         return Transcript(strip_wrapping_quotes(trim_repeats(text)), search.tokens)
