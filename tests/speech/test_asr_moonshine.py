@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import wren.speech.asr.moonshine.model as model_module
 from wren.agent.vocabulary import recognition_phrases
 from wren.config import AsrConfig
 from wren.speech.asr import AsrError, load_asr
@@ -319,6 +320,34 @@ def test_what_a_guess_is_for_is_settled_when_its_decode_asks():
     spoken_past.superseded()
     assert spoken_past.use() is Use.DRAFT
     assert _Guess(16000, final=True, windowed=True).use() is Use.WORDS  # part of a long utterance
+
+
+def test_rescoring_skips_candidates_the_greedy_search_rules_out_and_hears_the_same(moonshine, monkeypatch):
+    """A phrase-set sentence that parts from the greedy words at a token the model found unlikely cannot
+    win ("What is the date today?" for "what is the capital of France"): no decoder pass for it."""
+    model = moonshine.model
+    bias = moonshine.phrase_bias(recognition_phrases(), STRONG_MARGIN)
+    real_score = model.score
+    passes: list[str] = []
+
+    def score(cross, text):  # type: ignore[no-untyped-def]
+        passes.append(text)
+        return real_score(cross, text)
+
+    monkeypatch.setattr(model, "score", score)
+    sentences = ["what is the capital of france", "turn off the lights in the bedroom", "tell me a joke",
+                 "set the volume to thirty", "play some music", "make the light pink"]
+    audio = [np.frombuffer(spoken(s), "<i2").astype(np.float32) / 32768.0 for s in sentences]
+
+    def heard() -> list[str]:
+        passes.clear()
+        return [model.transcribe(a, bias).text for a in audio]
+
+    pruned = heard()
+    pruned_passes = len(passes)
+    monkeypatch.setattr(model_module, "PRUNE_SLACK", 1e9)  # every candidate scored, as before
+    assert heard() == pruned
+    assert pruned_passes < len(passes) / 2
 
 
 def test_a_stream_told_not_to_draft_decodes_once_at_the_end(moonshine):

@@ -41,6 +41,9 @@ SILENT_DBFS = -52.0
 MAX_WINDOW_S = 10.0
 HEADS, HEAD_DIM = 8, 52
 ALTERNATIVES = 8  # top tokens per word start considered for phrase-set words
+# Nats of leeway when a rescoring candidate is ruled out from the greedy search's logits: its own pass
+# quantises activations differently (DynamicQuantizeMatMul scales per call), which moved scores by < 1 nat.
+PRUNE_SLACK = 1.5
 EMPTY_SELF_CACHE = np.zeros((1, HEADS, 0, HEAD_DIM), np.float32)  # before the first token
 
 
@@ -138,10 +141,10 @@ class MoonshineModel:
         text = self.tokenizer.decode(search.tokens)
         purpose = use() if callable(use) else use
         if bias and purpose is not Use.DRAFT:
-            text, score = self._rescored(cross, text, search.score, bias, search.heard_as)
+            text, score = self._rescored(cross, text, search, bias)
             grammar = bias.grammar(self.tokenizer) if purpose is Use.COMMAND else None
             if grammar is not None and not accepts(grammar, self.tokenizer.encode(text)):
-                text = self._commanded(cross, text, score, grammar, search.max_tokens)
+                text = self._commanded(cross, text, score, grammar, search)
         return Transcript(strip_wrapping_quotes(trim_repeats(text)), search.tokens)
 
     def _cache(self, cross: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -185,14 +188,20 @@ class MoonshineModel:
         return float(sum(logits[i, ids[i + 1]] - log_norm[i] for i in range(len(ids) - 1)))
 
     def _rescored(
-        self, cross: dict[str, np.ndarray], text: str, greedy_score: float, bias: PhraseBias,
-        heard_as: dict[int, set[str]],
+        self, cross: dict[str, np.ndarray], text: str, search: _Greedy, bias: PhraseBias
     ) -> tuple[str, float]:
-        """Near-miss words rescored (`wren.speech.asr.bias`): the text and its log-probability."""
+        """Near-miss words rescored (`wren.speech.asr.bias`): the text and its log-probability. A candidate
+        the greedy search's own logits already rule out is not scored (`_Greedy.at_most`): "What is the
+        date today?" for "What is the capital of France" loses at "date", and each pass saved is ≈ 10 ms."""
+        greedy_score = search.score
         best, best_gain, best_score = text, 0.0, greedy_score
-        for candidate in [*bias.candidates(text, heard_as), *bias.sentence_candidates(text)]:
+        for candidate in [*bias.candidates(text, search.heard_as), *bias.sentence_candidates(text)]:
+            allowance = candidate.allowance(bias.margin)
+            most = search.at_most([*self.tokenizer.encode(candidate.text), END_ID])
+            if most - greedy_score + allowance + PRUNE_SLACK <= best_gain:
+                continue
             score = self.score(cross, candidate.text)
-            gain = score - greedy_score + candidate.allowance(bias.margin)
+            gain = score - greedy_score + allowance
             if gain > best_gain:
                 best, best_gain, best_score = candidate.text, gain, score
         if best != text:
@@ -200,10 +209,10 @@ class MoonshineModel:
         return best, best_score
 
     def _commanded(
-        self, cross: dict[str, np.ndarray], text: str, score: float, grammar: TokenAutomaton, max_tokens: int
+        self, cross: dict[str, np.ndarray], text: str, score: float, grammar: TokenAutomaton, search: _Greedy
     ) -> str:
         """The most likely command in the audio instead of `text` if `prefers_command` says so."""
-        command = self.constrained(cross, grammar, max_tokens, floor=score - GRAMMAR_MARGIN)
+        command = self.constrained(cross, grammar, search.max_tokens, floor=score - GRAMMAR_MARGIN)
         if command is None:
             return text
         command_text = self.tokenizer.decode(command.tokens)
@@ -262,12 +271,30 @@ class _Greedy:
         self.heard_as: dict[int, set[str]] = {}
         self._words = -1
         self._logits: np.ndarray | None = None
+        # For `at_most`: each position's logits and their log-normaliser (position i predicts token i), and
+        # the log-probability of the first i tokens. A few dozen rows the decoder made anyway.
+        self._positions: list[tuple[np.ndarray, float]] = []
+        self._prefix = [0.0]
 
     def choose(self, logits: np.ndarray) -> int:
         token = int(logits.argmax())
-        self.score += float(logits[token]) - _logsumexp(logits)
+        log_norm = _logsumexp(logits)
+        self.score += float(logits[token]) - log_norm
         self._logits = logits
+        self._positions.append((logits, log_norm))
         return token
+
+    def at_most(self, ids: list[int]) -> float:
+        """An upper bound on log p(ids | audio), from this search alone: up to the first token where `ids`
+        part from the greedy tokens the contexts are the same, so that much is known exactly, and every
+        later token only lowers it (a log-probability is ≤ 0)."""
+        k = 0
+        while k < min(len(ids), len(self.tokens)) and ids[k] == self.tokens[k]:
+            k += 1
+        if k >= len(ids) or k >= len(self._positions):
+            return 0.0  # nothing known past the greedy tokens: no bound
+        logits, log_norm = self._positions[k]
+        return self._prefix[k] + float(logits[ids[k]]) - log_norm
 
     def emit(self, token: int) -> None:
         if self._tokenizer.starts_word(token):
@@ -277,6 +304,8 @@ class _Greedy:
                 found = {w for t in top if int(t) != token for w in self._first_tokens.get(int(t), ())}
                 if found:
                     self.heard_as[self._words] = found
+        logits, log_norm = self._positions[len(self.tokens)]
+        self._prefix.append(self._prefix[-1] + float(logits[token]) - log_norm)
         self.tokens.append(token)
 
 
