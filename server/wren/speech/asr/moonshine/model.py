@@ -144,7 +144,7 @@ class MoonshineModel:
             text, score = self._rescored(cross, text, search, bias)
             grammar = bias.grammar(self.tokenizer) if purpose is Use.COMMAND else None
             if grammar is not None and not accepts(grammar, self.tokenizer.encode(text)):
-                text = self._commanded(cross, text, score, grammar, search)
+                text = self._commanded(cross, text, score, grammar, search.max_tokens)
         return Transcript(strip_wrapping_quotes(trim_repeats(text)), search.tokens)
 
     def _cache(self, cross: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -209,10 +209,10 @@ class MoonshineModel:
         return best, best_score
 
     def _commanded(
-        self, cross: dict[str, np.ndarray], text: str, score: float, grammar: TokenAutomaton, search: _Greedy
+        self, cross: dict[str, np.ndarray], text: str, score: float, grammar: TokenAutomaton, max_tokens: int
     ) -> str:
         """The most likely command in the audio instead of `text` if `prefers_command` says so."""
-        command = self.constrained(cross, grammar, search.max_tokens, floor=score - GRAMMAR_MARGIN)
+        command = self.constrained(cross, grammar, max_tokens, floor=score - GRAMMAR_MARGIN)
         if command is None:
             return text
         command_text = self.tokenizer.decode(command.tokens)
