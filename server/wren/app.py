@@ -157,7 +157,8 @@ class WrenServer:
 
     def _warm_fixed_phrases(self, loop: asyncio.AbstractEventLoop) -> None:
         """Synthesise the agent's fixed phrases into the TTS phrase cache in the background, so that the
-        first "You're welcome." of the day already starts at once (wren.speech.tts.phrase_cache)."""
+        first "You're welcome." of the day already starts at once (wren.speech.tts.phrase_cache): read
+        back from disk after the first start, and never synthesised while a device is in a turn."""
         warm = getattr(self.speech.tts, "warm", None)
         if warm is None:
             return
@@ -165,8 +166,13 @@ class WrenServer:
         phrases = [*empty_prompts(), *(fixed() if callable(fixed) else [])]
         if self.config.agent.hold_phrase_after_ms > 0:
             phrases.append(HOLD_PHRASE)  # said when an engine is slow to begin: it must start at once
-        warming = loop.run_in_executor(None, warm, phrases)
+        warming = loop.run_in_executor(None, warm, phrases, self._any_turn)
         warming.add_done_callback(_log_warm_failure)
+
+    def _any_turn(self) -> bool:
+        """Whether any device is in a turn now (called from the warm-up's thread: `list()` copies the set in
+        one step, and a stale answer only shifts the warm-up by one poll)."""
+        return any(getattr(session, "in_turn", False) for session in list(self.sessions))
 
     @property
     def sessions(self) -> set[Any]:

@@ -61,7 +61,7 @@ def test_converted_model_is_cached_per_machine_and_keyed_by_the_weights(moonshin
 
 
 def moonshine_cache_dir() -> str:
-    from wren.speech.asr.moonshine.assets import default_cache_dir
+    from wren.speech.cache_dir import default_cache_dir
 
     return str(default_cache_dir())
 

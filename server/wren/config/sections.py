@@ -153,6 +153,11 @@ class TtsConfig:
     # Audio of short phrases already spoken (and of the agent's fixed phrases, made at start) is reused:
     # a fixed reply starts at once. KB of PCM kept; 0 = off. See wren.speech.tts.phrase_cache.
     phrase_cache_kb: int = 8192
+    # The warmed phrases' audio is kept on disk per voice, so a restarted server starts warm instead of
+    # spending seconds of every core on the same synthesis (wren.speech.tts.phrase_store). Where: empty =
+    # $WREN_CACHE_DIR, else $XDG_CACHE_HOME/wren, else ~/.cache/wren (the Moonshine cache's folder).
+    persist_phrases: bool = True
+    cache_dir: str = ""
     # engine = "wyoming": the server (tcp://host:port, e.g. wyoming-piper or `wren wyoming`), its voice name
     # (empty = the server's default) and the longest wait for its next event (past it the sentence is
     # skipped, the turn goes on). See wren.speech.tts.wyoming.

@@ -318,6 +318,12 @@ class DeviceSession:
     # ---- replies ---------------------------------------------------------------------------------
 
     @property
+    def in_turn(self) -> bool:
+        """A person is speaking to this device or waiting for / hearing its reply (background work such as
+        the phrase cache's warm-up waits while any device is in a turn)."""
+        return self.replies.busy or self.listener.hearing
+
+    @property
     def can_announce(self) -> bool:
         return self.hello_received.is_set() and not self._closed and not self.outbox.closed
 

@@ -46,6 +46,7 @@ class Listener:
         self._job: asyncio.Future[Any] | None = None
         self.mode = ListenMode.AUTO
         self.bad_packets = 0
+        self._awaiting_words = 0  # utterances over whose words are still being decoded
 
     def configure(self, decoder: Any, device_rate: int, bias: Bias | None) -> None:
         """The device's uplink format, from its hello; the next `begin` uses it."""
@@ -54,6 +55,17 @@ class Listener:
     @property
     def active(self) -> bool:
         return self._uplink is not None and not self._uplink.ended
+
+    @property
+    def hearing(self) -> bool:
+        """Someone is (probably) speaking to this device now: push-to-talk held, or speech heard since the
+        utterance began (an auto-mode device listening to a quiet room is not)."""
+        if self._awaiting_words:
+            return True  # the person has stopped and waits for the recogniser's last words
+        uplink = self._uplink
+        if uplink is None or uplink.ended:
+            return False
+        return not uplink.mode.ends_by_vad or uplink.heard_speech
 
     async def _run(self, fn: Callable[..., Any], *args: Any, may_block: bool = False) -> Any:
         return await self._await(self._executor.submit(fn, *args, may_block=may_block))
@@ -112,7 +124,9 @@ class Listener:
             else:
                 self.bad_packets += 1
         del payloads[: len(outcomes)]
-        return await _with_words(events)
+        if not any(isinstance(f, Transcribing) for f in events):
+            return events  # the common case, every frame: no coroutine more
+        return await self._with_words(events)
 
     async def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> Utterance:
         """Close the utterance now (`listen stop`); its words (empty if the recogniser had none)."""
@@ -125,8 +139,19 @@ class Listener:
             return frames
 
         # may_block: a recogniser without `finish_later` (pocketsphinx, vosk) waits for its decode here.
-        frames = await _with_words(await self._run(finish, may_block=True))
+        self._awaiting_words += 1
+        try:
+            frames = await _with_words(await self._run(finish, may_block=True))
+        finally:
+            self._awaiting_words -= 1
         return next(f for f in frames if isinstance(f, Utterance))
+
+    async def _with_words(self, frames: list[Frame]) -> list[Frame]:
+        self._awaiting_words += 1
+        try:
+            return await _with_words(frames)
+        finally:
+            self._awaiting_words -= 1
 
     async def close(self) -> None:
         """The session is over: wait for a job still running, then release."""

@@ -4,8 +4,13 @@ so the session can start sending the first sentence while later ones are still b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wren.config import TtsConfig
 from wren.speech.tts.base import TtsEngine, TtsError
+
+if TYPE_CHECKING:
+    from wren.speech.tts.phrase_store import PhraseStore
 
 
 def load_tts(config: TtsConfig) -> TtsEngine:
@@ -29,7 +34,22 @@ def load_tts(config: TtsConfig) -> TtsEngine:
         return voice
     from wren.speech.tts.phrase_cache import PhraseCache
 
-    return PhraseCache(voice, max_bytes=config.phrase_cache_kb * 1024)
+    return PhraseCache(voice, max_bytes=config.phrase_cache_kb * 1024, store=_phrase_store(config, voice))
+
+
+def _phrase_store(config: TtsConfig, voice: TtsEngine) -> PhraseStore | None:
+    """Where the warmed phrases are kept between starts; None when off, or for a voice without an identity
+    (a Wyoming server's voice may change behind its name)."""
+    identity = getattr(voice, "identity", None)
+    if not config.persist_phrases or not identity:
+        return None
+    from pathlib import Path
+
+    from wren.speech.cache_dir import default_cache_dir
+    from wren.speech.tts.phrase_store import PhraseStore
+
+    folder = Path(config.cache_dir).expanduser() if config.cache_dir else default_cache_dir()
+    return PhraseStore(folder, identity, voice.sample_rate)
 
 
 __all__ = ["TtsEngine", "TtsError", "load_tts"]

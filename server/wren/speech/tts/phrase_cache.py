@@ -10,6 +10,12 @@ A reply that is not cached but starts with a cached clause and a comma ("Okay, a
 starting now.", "Today is Thursday, December 3, 2026.") starts with that clause's audio, and the rest is
 synthesised while it plays: the agent's fixed first clauses are warmed with its fixed phrases.
 
+The warm-up is background work and behaves so: it synthesises one chunk at a time and, before each, waits
+while `busy()` says a person is in a turn (the server passes "any device listening to speech or
+answering"), since piper runs on every core and a turn must not wait behind a phrase nobody asked for. What
+it made is kept on disk per voice (`wren.speech.tts.phrase_store`), so a later start reads it back in
+milliseconds instead of synthesising it again.
+
 Bounded: only texts up to `MAX_CHARS` are cached, and at most `max_bytes` of PCM (≈8 MB: ≈3 minutes of
 22 kHz audio); least recently used phrases go first. With `[tts] natural_variation` the cached audio is
 one sample of the voice's natural variation: a repeated fixed phrase then sounds the same each time,
@@ -22,20 +28,27 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from wren.speech.sentences import SentenceSplitter, clean_for_speech
+
+if TYPE_CHECKING:
+    from wren.speech.tts.phrase_store import PhraseStore
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 80
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+BUSY_POLL_S = 0.05  # the warm-up looks this often whether the turns in progress are over
 
 
 class PhraseCache:
-    def __init__(self, engine: Any, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, engine: Any, max_bytes: int = DEFAULT_MAX_BYTES, store: PhraseStore | None = None,
+    ) -> None:
         self.engine = engine
+        self.store = store  # where warm() keeps what it made, between starts (None: nowhere)
         self.name = engine.name
         self.sample_rate = engine.sample_rate
         self._max_bytes = max_bytes
@@ -112,16 +125,41 @@ class PhraseCache:
         with self._lock:
             return key is not None and key in self._audio
 
-    def warm(self, replies: Iterable[str]) -> int:
-        """Synthesise these replies' chunks as a reply would split them (blocking: run it in a thread);
-        returns how many chunks were added."""
-        started, added = time.perf_counter(), 0
-        for reply in replies:
-            splitter = SentenceSplitter()
-            for chunk in [*splitter.feed(reply), *splitter.flush()]:
-                if self._key(chunk) is not None and not self.cached(chunk):
-                    for _ in self.synthesize(chunk):
-                        pass
-                    added += 1
-        log.info("tts: %d fixed phrases cached in %.1f s", added, time.perf_counter() - started)
+    def warm(self, replies: Iterable[str], busy: Callable[[], bool] | None = None) -> int:
+        """Cache these replies' chunks as a reply would split them (blocking: run it in a thread): read from
+        the store what it has, synthesise the rest one chunk at a time, each only once `busy()` is false,
+        then store the lot. Returns how many chunks were synthesised."""
+        started = time.perf_counter()
+        # key → the chunk as a reply would say it (piper hears its punctuation; the key is cleaned text)
+        wanted = {key: chunk for reply in replies for key, chunk in self._chunks(reply)}
+        stored = self.store.load() if self.store is not None else {}
+        read = 0
+        for key in wanted:
+            if key in stored and self._lookup(key) is None:
+                self._store(key, stored[key])
+                read += 1
+        added, waited = 0, 0.0
+        for chunk in wanted.values():
+            if self.cached(chunk):
+                continue
+            while busy is not None and busy():
+                time.sleep(BUSY_POLL_S)
+                waited += BUSY_POLL_S
+            for _ in self.synthesize(chunk):
+                pass
+            added += 1
+        if self.store is not None and added:
+            with self._lock:
+                have = {key: self._audio[key] for key in wanted if key in self._audio}
+            self.store.save(have)
+        log.info("tts: %d fixed phrases ready in %.1f s: %d read from %s, %d synthesised (%.1f s of it "
+                 "waiting for turns)", len(wanted), time.perf_counter() - started, read,
+                 self.store.path if self.store is not None else "nowhere", added, waited)
         return added
+
+    def _chunks(self, reply: str) -> Iterator[tuple[str, str]]:
+        splitter = SentenceSplitter()
+        for chunk in [*splitter.feed(reply), *splitter.flush()]:
+            key = self._key(chunk)
+            if key is not None:
+                yield key, chunk

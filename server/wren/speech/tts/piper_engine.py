@@ -45,6 +45,15 @@ def _load_voice(model: Path, config: Path, threads: int) -> object:
     return PiperVoice(session=session, config=PiperConfig.from_dict(json.loads(config.read_text("utf-8"))))
 
 
+def _identity(model: Path, length_scale: float, deterministic: bool) -> str:
+    """What makes this engine's audio what it is (wren.speech.tts.phrase_store keys stored audio by it)."""
+    import importlib.metadata
+
+    stat = model.stat()
+    return (f"piper-tts {importlib.metadata.version('piper-tts')}; voice {model.resolve()} {stat.st_size} "
+            f"{stat.st_mtime_ns}; length_scale {length_scale:.4f}; deterministic {deterministic}")
+
+
 class PiperEngine:
     name = "piper"
 
@@ -75,9 +84,10 @@ class PiperEngine:
         self.voice_path = str(model)
         self.sample_rate: int = self.voice.config.sample_rate
         # Config length_scale is a multiplier on the voice's own (1.0 = the voice as trained; 1.2 = slower).
-        voice_scale = self.voice.config.length_scale or 1.0
+        scale = (self.voice.config.length_scale or 1.0) * length_scale
         noise = {"noise_scale": 0.0, "noise_w_scale": 0.0} if deterministic else {}
-        self._syn_config = SynthesisConfig(length_scale=voice_scale * length_scale, **noise)
+        self._syn_config = SynthesisConfig(length_scale=scale, **noise)
+        self.identity = _identity(model, scale, deterministic)
         log.info("piper: voice %s loaded in %.2f s", model.name, time.perf_counter() - started)
 
     def synthesize(self, text: str) -> Iterator[bytes]:

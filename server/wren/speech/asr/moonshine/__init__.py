@@ -14,9 +14,10 @@ from pathlib import Path
 
 from wren.config import AsrConfig
 from wren.speech.asr.errors import AsrError
-from wren.speech.asr.moonshine.assets import MoonshineNotInstalled, default_cache_dir, find_assets
+from wren.speech.asr.moonshine.assets import MoonshineNotInstalled, find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, converted_model, is_complete
 from wren.speech.asr.moonshine.engine import MoonshineEngine, MoonshineStream
+from wren.speech.cache_dir import default_cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Where the Moonshine base-en model files come from, and where their converted form is cached.
+"""Where the Moonshine base-en model files come from (the cache of their converted form: `convert`).
 
 The weights ship inside the PyPI wheel `moonshine-cpp` (MIT, by Useful Sensors) as int8 ONNX Runtime
 files (`encoder_model.ort`, `decoder_model_merged.ort`) plus `tokenizer.bin`. Wren uses only those data
@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,13 +81,3 @@ def find_assets(model_path: str = "") -> MoonshineAssets:
     if missing:
         raise AsrError(f"Moonshine model folder {folder} lacks {', '.join(missing)}")
     return MoonshineAssets(folder, source)
-
-
-def default_cache_dir() -> Path:
-    """`$WREN_CACHE_DIR`, else `$XDG_CACHE_HOME/wren`, else `~/.cache/wren`: outside the data dir on
-    purpose, so every server (and every test server with its own data dir) shares one conversion."""
-    explicit = os.environ.get("WREN_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "wren"
