@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import soxr
@@ -87,3 +90,15 @@ def assert_complete_reply(dev: TestDevice, reply: Reply, *, timing: bool = True)
         return
     played_until = reply.frames[0].t + reply.audio_s
     assert reply.stop_t >= played_until - 0.5, (reply.stop_t - reply.frames[0].t, reply.audio_s)
+
+
+def session_of(server: Any, dev: TestDevice) -> Any:
+    """The server's session of this test device."""
+    return next(s for s in list(server.sessions) if s.identity.device_id == dev.device_id)
+
+
+async def until(predicate: Any, timeout: float, what: str, poll_s: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(poll_s)

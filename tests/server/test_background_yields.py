@@ -5,24 +5,12 @@ room. Against the real server."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from wren.session import listening
 
-from tests.server.helpers import speak
+from tests.server.helpers import session_of, speak, until
 from tests.support.device import TestDevice
-
-
-def _session(server: Any, dev: TestDevice) -> Any:
-    return next(s for s in list(server.sessions) if s.identity.device_id == dev.device_id)
-
-
-async def _until(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_device_is_in_a_turn_from_the_button_to_the_end_of_its_reply_and_not_in_a_quiet_room(
@@ -39,7 +27,7 @@ async def test_a_device_is_in_a_turn_from_the_button_to_the_end_of_its_reply_and
     monkeypatch.setattr(listening, "_with_words", spy)
     async with TestDevice(server.ws_url, mcp=False) as dev:
         await dev.connect()
-        session = _session(server, dev)
+        session = session_of(server, dev)
         assert not any_turn()
 
         await dev.listen_start("auto")
@@ -48,7 +36,7 @@ async def test_a_device_is_in_a_turn_from_the_button_to_the_end_of_its_reply_and
         assert session.listener.active and not session.in_turn and not any_turn()
 
         await dev.listen_start("manual")  # the button: someone is about to speak
-        await _until(lambda: session.in_turn, 5, "push-to-talk held counts as a turn")
+        await until(lambda: session.in_turn, 5, "push-to-talk held counts as a turn")
         samples: list[bool] = []
         watching = asyncio.create_task(_watch(any_turn, samples))
         await speak(dev, "what time is it", "manual", start=False)
@@ -60,7 +48,7 @@ async def test_a_device_is_in_a_turn_from_the_button_to_the_end_of_its_reply_and
         # over only at its end (the server may finish its `tts stop` a moment before the device reads it)
         assert over > 100 and not any(samples[over:])
         assert while_words_come and all(while_words_come)  # sampling alone could miss this short moment
-        await _until(lambda: not any_turn(), 10, "the turn is over once its reply has played")
+        await until(lambda: not any_turn(), 10, "the turn is over once its reply has played")
 
 
 async def _watch(any_turn: Any, samples: list[bool]) -> None:

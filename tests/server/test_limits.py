@@ -19,7 +19,7 @@ from wren.session.reply import TurnRequest
 
 from shared_protocol import audio, messages
 from shared_protocol.constants import CLOSE_POLICY
-from tests.server.helpers import assert_complete_reply, speak, words
+from tests.server.helpers import assert_complete_reply, session_of, speak, until, words
 from tests.support.device import FRAME_MS, TestDevice, _tool
 
 # ---- the gates, on a synthetic clock ------------------------------------------------------------------
@@ -104,17 +104,6 @@ def test_reply_queue_coalesces_typed_queries_and_keeps_announcements():
 # ---- against the real server --------------------------------------------------------------------------
 
 
-def _session(server: Any, dev: TestDevice) -> Any:
-    return next(s for s in list(server.sessions) if s.identity.device_id == dev.device_id)
-
-
-async def _until(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.05)
-
-
 def _starts(dev: TestDevice) -> int:
     return sum(1 for m in dev.json_messages() if m.get("type") == "tts" and m.get("state") == "start")
 
@@ -124,7 +113,7 @@ async def test_a_typed_flood_is_bounded_and_another_devices_turn_is_answered_nor
     async with TestDevice(server.ws_url, mcp=False) as flood, TestDevice(server.ws_url, mcp=False) as other:
         await flood.connect()
         await other.connect()
-        session = _session(server, flood)
+        session = session_of(server, flood)
         other_turn = asyncio.create_task(speak(other, "what day is it", "manual"))
         texts = [messages.encode(messages.listen_detect(flood.session_id, f"thank you {i}"))
                  for i in range(500)]
@@ -142,7 +131,7 @@ async def test_a_typed_flood_is_bounded_and_another_devices_turn_is_answered_nor
         assert {"what", "day"} <= words(reply.stt or "")
         assert_complete_reply(other, reply)
 
-        await _until(lambda: not session.replies.busy, 60, "the flood's replies ended")
+        await until(lambda: not session.replies.busy, 60, "the flood's replies ended")
         await asyncio.sleep(0.5)
         spoken = _starts(flood)
         assert 1 <= spoken <= limits.queued_replies + 1, flood.summary()
@@ -170,7 +159,7 @@ async def test_an_oversized_typed_text_is_cut_at_a_word_boundary(server):
 async def test_an_uplink_flood_is_dropped_then_closed_with_1008(server):
     async with TestDevice(server.ws_url, mcp=False) as dev:
         await dev.connect()
-        session = _session(server, dev)
+        session = session_of(server, dev)
         encoder = opuslib_next.Encoder(dev.sample_rate, 1, opuslib_next.APPLICATION_VOIP)
         samples = dev.sample_rate * FRAME_MS // 1000
         frame = audio.pack(dev.protocol_version, bytes(encoder.encode(bytes(samples * 2), samples)))
@@ -201,8 +190,8 @@ async def test_a_hostile_device_tool_list_is_capped_and_the_session_works(server
     many = [_tool(f"self.hostile.tool_{i}", "Does nothing at all.") for i in range(1000)]
     async with TestDevice(server.ws_url, tools=many) as dev:
         await dev.connect()
-        session = _session(server, dev)
-        await _until(lambda: session.tools.mcp is not None and session.tools.mcp.tools, 30, "tools listed")
+        session = session_of(server, dev)
+        await until(lambda: session.tools.mcp is not None and session.tools.mcp.tools, 30, "tools listed")
         assert len(session.tools.mcp.tools) == limits.device_tools
         await dev.detect("thank you")
         assert "welcome" in (await dev.next_reply(timeout=30)).text.lower()
@@ -210,8 +199,8 @@ async def test_a_hostile_device_tool_list_is_capped_and_the_session_works(server
     async with TestDevice(server.ws_url, tools=big) as dev:
         dev._mcp.max_page_bytes = 60_000  # pages that hold these tools (each page < max_frame_bytes)
         await dev.connect()
-        session = _session(server, dev)
-        await _until(lambda: session.tools.mcp is not None and session.tools.mcp.tools, 30, "tools listed")
+        session = session_of(server, dev)
+        await until(lambda: session.tools.mcp is not None and session.tools.mcp.tools, 30, "tools listed")
         taken = session.tools.mcp.tools
         assert 0 < len(taken) < len(big)
         assert len(taken) * 10_000 <= limits.device_tool_bytes
