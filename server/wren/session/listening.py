@@ -10,8 +10,9 @@ one model run (`wren.pipeline.uplink.feed_together`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from wren.config import VadConfig
@@ -126,7 +127,8 @@ class Listener:
         del payloads[: len(outcomes)]
         if not any(isinstance(f, Transcribing) for f in events):
             return events  # the common case, every frame: no coroutine more
-        return await self._with_words(events)
+        with self._words_pending():
+            return await _with_words(events)
 
     async def end(self, reason: InputEnd = InputEnd.LISTEN_STOP) -> Utterance:
         """Close the utterance now (`listen stop`); its words (empty if the recogniser had none)."""
@@ -139,17 +141,16 @@ class Listener:
             return frames
 
         # may_block: a recogniser without `finish_later` (pocketsphinx, vosk) waits for its decode here.
-        self._awaiting_words += 1
-        try:
+        with self._words_pending():  # from before the uplink is released on the listen thread
             frames = await _with_words(await self._run(finish, may_block=True))
-        finally:
-            self._awaiting_words -= 1
         return next(f for f in frames if isinstance(f, Utterance))
 
-    async def _with_words(self, frames: list[Frame]) -> list[Frame]:
+    @contextlib.contextmanager
+    def _words_pending(self) -> Iterator[None]:
+        """`hearing` stays true while an utterance that is over waits for its words."""
         self._awaiting_words += 1
         try:
-            return await _with_words(frames)
+            yield
         finally:
             self._awaiting_words -= 1
 

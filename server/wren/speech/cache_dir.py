@@ -9,7 +9,10 @@ import os
 from pathlib import Path
 
 
-def default_cache_dir() -> Path:
+def default_cache_dir(configured: str = "") -> Path:
+    """`configured` (a `cache_dir` setting) when set, else the default above."""
+    if configured:
+        return Path(configured).expanduser()
     explicit = os.environ.get("WREN_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()

@@ -43,13 +43,10 @@ def _phrase_store(config: TtsConfig, voice: TtsEngine) -> PhraseStore | None:
     identity = getattr(voice, "identity", None)
     if not config.persist_phrases or not identity:
         return None
-    from pathlib import Path
-
     from wren.speech.cache_dir import default_cache_dir
     from wren.speech.tts.phrase_store import PhraseStore
 
-    folder = Path(config.cache_dir).expanduser() if config.cache_dir else default_cache_dir()
-    return PhraseStore(folder, identity, voice.sample_rate)
+    return PhraseStore(default_cache_dir(config.cache_dir), identity, voice.sample_rate)
 
 
 __all__ = ["TtsEngine", "TtsError", "load_tts"]

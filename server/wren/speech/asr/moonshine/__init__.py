@@ -27,7 +27,7 @@ CONVERT_TIMEOUT_S = 600.0
 def load_moonshine(config: AsrConfig, max_streams: int = 0) -> MoonshineEngine:
     """The engine; `max_streams` streams open at once at most (`[limits] asr_streams`, 0 = no limit)."""
     assets = find_assets(config.model_path)
-    cache = Path(config.cache_dir).expanduser() if config.cache_dir else default_cache_dir()
+    cache = default_cache_dir(config.cache_dir)
     try:
         folder = cached_folder(assets, cache)
     except OSError as exc:
