@@ -43,8 +43,9 @@ RUN /opt/wren/bin/pip install \
 ENV WREN_CACHE_DIR=/opt/wren/cache
 RUN mkdir -p /opt/wren/cache \
     && /opt/wren/bin/python -c 'import importlib.util, sys; \
-from wren.speech.asr.moonshine.assets import default_cache_dir, find_assets; \
+from wren.speech.asr.moonshine.assets import find_assets; \
 from wren.speech.asr.moonshine.convert import converted_model; \
+from wren.speech.cache_dir import default_cache_dir; \
 sys.exit(0) if importlib.util.find_spec("moonshine_cpp") is None else print(converted_model(find_assets(), default_cache_dir()))' \
     && chmod -R a+rX /opt/wren/cache
 
@@ -55,10 +56,13 @@ RUN groupadd --system --gid 10001 wren \
         --shell /usr/sbin/nologin wren \
     && install -d -o wren -g wren -m 0750 /var/lib/wren
 COPY --from=build /opt/wren /opt/wren
+# The converted model is read-only at run time; the audio of the fixed phrases ([tts] persist_phrases) is
+# written at the first start, so it goes on the data volume and later starts read it back.
 ENV PATH=/opt/wren/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     WREN_DATA_DIR=/var/lib/wren \
-    WREN_CACHE_DIR=/opt/wren/cache
+    WREN_CACHE_DIR=/opt/wren/cache \
+    WREN_TTS_CACHE_DIR=/var/lib/wren/cache
 # The user wren, by number: a runtime that enforces "non-root" can tell without reading /etc/passwd.
 USER 10001:10001
 WORKDIR /var/lib/wren
