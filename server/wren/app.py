@@ -25,6 +25,7 @@ from wren.session import SessionServices
 from wren.session.reply import HOLD_PHRASE
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
+from wren.speech.priority import lower_this_thread
 from wren.store import data_dir, describe, shared_value
 from wren.transport.addresses import ServerUrls, server_urls
 from wren.transport.auth import check_auth_config
@@ -79,7 +80,11 @@ class WrenServer:
         self._own_agent = agent is None
         # The uplink's many short jobs (one per frame): batched hand-off, see wren.pipeline.batched_executor.
         self.listen_executor = BatchedExecutor(config.server.listen_workers, "wren-listen")
-        self.speak_executor = ThreadPoolExecutor(max(1, config.server.speak_workers), "wren-speak")
+        # The speak threads yield the cores to the event loop when both want one (wren.speech.priority).
+        self.speak_executor = ThreadPoolExecutor(
+            max(1, config.server.speak_workers), "wren-speak",
+            initializer=lower_this_thread, initargs=(config.tts.nice,),
+        )
         # Every session's synthesis goes through this one scheduler: earliest deadline first on the speak
         # workers, so one device's long reply never queues ahead of another's first words.
         self.tts_scheduler = TtsScheduler(self.speak_executor, config.server.speak_workers)

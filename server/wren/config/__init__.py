@@ -156,6 +156,8 @@ def check_choices(config: Config) -> None:
     config.store.url = url
     if config.store.lease_s < 1:
         raise ConfigError(f"store.lease_s must be at least 1 second (got {config.store.lease_s})")
+    if not 0 <= config.tts.nice <= 19:
+        raise ConfigError(f"tts.nice must be 0..19 (0 = the server's own priority; got {config.tts.nice})")
 
 
 def config_path(path: str | os.PathLike | None, env: typing.Mapping[str, str]) -> str | None:

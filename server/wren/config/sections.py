@@ -158,6 +158,11 @@ class TtsConfig:
     # $WREN_CACHE_DIR, else $XDG_CACHE_HOME/wren, else ~/.cache/wren (the Moonshine cache's folder).
     persist_phrases: bool = True
     cache_dir: str = ""
+    # The OS priority (nice, 0-19; Linux) of the threads that synthesise and encode replies: the speak
+    # workers and piper's own. At 10 they still use every core the event loop leaves free, and yield one
+    # when the loop, which moves every device's audio, wants it. 0 = the server's own priority.
+    # See wren.speech.priority.
+    nice: int = 10
     # engine = "wyoming": the server (tcp://host:port, e.g. wyoming-piper or `wren wyoming`), its voice name
     # (empty = the server's default) and the longest wait for its next event (past it the sentence is
     # skipped, the turn goes on). See wren.speech.tts.wyoming.

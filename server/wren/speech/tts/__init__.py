@@ -23,6 +23,7 @@ def load_tts(config: TtsConfig) -> TtsEngine:
             voice_path=config.voice_path,
             length_scale=config.length_scale,
             deterministic=not config.natural_variation,
+            nice=config.nice,
         )
     elif engine == "wyoming":  # a remote server: its phrases are cached too (no round trip, no remote CPU)
         from wren.speech.tts.wyoming import load_wyoming_tts

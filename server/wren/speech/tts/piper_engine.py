@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from wren.speech.priority import run_on_lowered_thread
 from wren.speech.sentences import clean_for_speech
 from wren.speech.tts.base import TtsError
 
@@ -58,11 +59,17 @@ class PiperEngine:
     name = "piper"
 
     def __init__(
-        self, voice_path: str = "", length_scale: float = 1.0, threads: int = 0, deterministic: bool = False
+        self,
+        voice_path: str = "",
+        length_scale: float = 1.0,
+        threads: int = 0,
+        deterministic: bool = False,
+        nice: int = 0,
     ) -> None:
         """`deterministic` turns off piper's sampling noise (noise_scale, noise_w_scale = 0): the same text
         then always gives the same audio, slightly flatter. Tests and benchmarks use it to be repeatable;
-        the server keeps the voice's natural variation."""
+        the server keeps the voice's natural variation. `nice` > 0 starts ONNX Runtime's threads at that OS
+        priority (wren.speech.priority: they yield the cores to the server's event loop)."""
         from piper import SynthesisConfig
 
         if length_scale <= 0:
@@ -77,8 +84,8 @@ class PiperEngine:
         else:
             model, config = _bundled_voice()
         started = time.perf_counter()
-        try:
-            self.voice = _load_voice(model, config, threads)
+        try:  # on a lowered thread when nice > 0: ONNX Runtime's pool threads inherit its priority
+            self.voice = run_on_lowered_thread(lambda: _load_voice(model, config, threads), nice, "piper")
         except Exception as exc:  # onnxruntime / json errors: make them one clear load error
             raise TtsError(f"piper failed to load {model}: {exc}") from exc
         self.voice_path = str(model)
