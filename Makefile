@@ -119,11 +119,13 @@ firmware:
 # ---- bench: benchmarks (tools/bench, docs/performance.md) -------------------------------------------
 # `make bench` drives a real `wren serve` with simulated devices (a few minutes on 2 cores) and prints one
 # table; every number also goes to bench-results/latest.json. `make bench-quick` is the tiny-N smoke run.
+# The table's `before` column is issue 11's starting point (tools/bench/data/before.json); BEFORE=<a saved
+# --json result> compares against that run instead (copy latest.json aside before a change).
 .PHONY: bench bench-quick
 
 bench: $(DEV_STAMP)
 	@mkdir -p bench-results
-	$(BIN)/python tools/bench/run_all.py --json bench-results/latest.json
+	$(BIN)/python tools/bench/run_all.py --json bench-results/latest.json $(if $(BEFORE),--before $(BEFORE))
 
 bench-quick: $(DEV_STAMP)
 	@mkdir -p bench-results

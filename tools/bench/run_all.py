@@ -3,6 +3,10 @@
     .venv/bin/python tools/bench/run_all.py                 # full run (make bench), a few minutes on 2 cores
     .venv/bin/python tools/bench/run_all.py --quick         # tiny-N smoke run (make bench-quick)
     .venv/bin/python tools/bench/run_all.py --json out.json
+    .venv/bin/python tools/bench/run_all.py --before old.json   # the before column from another run
+
+Every row shows its number from an earlier run beside today's (`before`): by default issue 11's starting
+point, tools/bench/data/before.json; see tools/bench/before_after.py.
 
 Phases (each documented in its own script):
 1. turn_latency.py   one device, manual and auto mode, embedded defaults; K simultaneous turns
@@ -39,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import contextlib
 
 from tools.bench import concurrency, firmware_footprint, memory, overlap, turn_latency, understanding
+from tools.bench.before_after import DEFAULT_BEFORE, attach_before, before_text, load_before
 from tools.bench.common import PYTHON, REPO, ServerProcess, fmt, machine, speed_line, write_json
 
 TARGETS = {
@@ -300,11 +305,14 @@ def print_table(res: dict) -> None:
         f"`{meta['command']}` ({meta.get('total_seconds')} s)"
     )
     print(speed_line(m.get("speed")))
+    if meta.get("before_source"):
+        print(f"before: {meta['before_source']}")
     width = max(len(r["metric"]) for r in res["table"])
-    print(f"{'metric':<{width}}  {'measured':>12}  {'target':>10}  status")
+    print(f"{'metric':<{width}}  {'before':>10}  {'measured':>12}  {'target':>10}  status")
     for r in res["table"]:
         value = r["value"] if isinstance(r["value"], str) else fmt(r["value"], r["unit"])
-        print(f"{r['metric']:<{width}}  {value:>12}  {r['target']:>10}  {r['status']}")
+        before = before_text(r, fmt)
+        print(f"{r['metric']:<{width}}  {before:>10}  {value:>12}  {r['target']:>10}  {r['status']}")
     if (res.get("understanding") or {}).get("engines"):
         understanding.print_table(res["understanding"])
 
@@ -317,12 +325,14 @@ def markdown_table(res: dict) -> str:
         f"({meta.get('total_seconds')} s; load average {m['load_avg_at_start'][0]} at start, "
         f"{meta.get('load_avg_at_end', ['?'])[0]} at end); {speed_line(m.get('speed'))}.",
         "",
-        "| Metric | Measured | Target | Status |",
-        "|---|---:|---:|---|",
+        f"Before: {meta.get('before_source') or 'no earlier run'}.",
+        "",
+        "| Metric | Before | Measured | Target | Status |",
+        "|---|---:|---:|---:|---|",
     ]
     for r in res["table"]:
         value = r["value"] if isinstance(r["value"], str) else fmt(r["value"], r["unit"])
-        lines.append(f"| {r['metric']} | {value} | {r['target']} | {r['status']} |")
+        lines.append(f"| {r['metric']} | {before_text(r, fmt)} | {value} | {r['target']} | {r['status']} |")
     if (res.get("understanding") or {}).get("engines"):
         wide = understanding.markdown_table(res["understanding"])
         lines += ["", "Understanding (tools/bench/understanding.py):", "", wide]
@@ -335,12 +345,22 @@ def main() -> int:
     parser.add_argument("--json", help="write every number here")
     parser.add_argument("--markdown", help="also write the table as Markdown here")
     parser.add_argument("--from-json", help="do not run: re-print the table of a saved --json result")
+    parser.add_argument(
+        "--before", default=str(DEFAULT_BEFORE),
+        help="the before column: a saved --json result or a before.json (default: issue 11's starting point; "
+        "'' for none)",
+    )
     args = parser.parse_args()
+    # Read first: a bad path fails before a run of many minutes, and the file may be the one --json rewrites.
+    source, before = load_before(args.before) if args.before else ("", {})
     if args.from_json:
         res = json.loads(Path(args.from_json).read_text())
         res["table"] = table_rows(res)
     else:
         res = run(args.quick)
+    res["meta"]["before_source"] = source
+    attach_before(res["table"], before)
+    if not args.from_json:
         write_json(args.json, res)
     print_table(res)
     if args.markdown:
