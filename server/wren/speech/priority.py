@@ -4,7 +4,7 @@ One server process moves every device's audio on its event loop: each 60 ms fram
 decoded and voice-detected there (wren.pipeline.batched_executor). Speech synthesis runs beside it, on the
 speak threads and on ONNX Runtime's own pool thread for piper. At equal priority the kernel shares the cores
 among all runnable threads alike, so a burst of synthesis (several replies at once) takes a core from the
-loop, and with 200 devices streaming their frames fall 150–300 ms behind (docs/performance.md, round 13).
+loop, and with 200 devices streaming their frames fall 150–380 ms behind (docs/performance.md, round 13).
 
 Linux keeps a nice value per thread. A synthesis thread at nice 10 still runs on any core the loop does not
 need, so a reply is not slower while the box has room, and it yields that core as soon as the loop wants it.
