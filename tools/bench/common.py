@@ -359,6 +359,17 @@ class ServerProcess:
         self.stop()
 
 
+def thread_schedstat(pid: int, tid: int | None = None) -> tuple[float, float] | None:
+    """(seconds on a core, seconds runnable but waiting for one) of a thread so far, from Linux's
+    /proc/<pid>/task/<tid>/schedstat (the main thread, where `wren serve` runs its event loop, by default);
+    None where there is no such file (another OS, or a kernel without schedstats)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{tid or pid}/schedstat").read_text().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def device_id(run: int, index: int) -> str:
     """MAC-shaped, unique per benchmark run and device."""
     return f"02:be:{run & 0xFF:02x}:{(index >> 16) & 0xFF:02x}:{(index >> 8) & 0xFF:02x}:{index & 0xFF:02x}"

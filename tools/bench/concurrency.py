@@ -52,6 +52,7 @@ from tools.bench.common import (
     percentile,
     speed_line,
     summary,
+    thread_schedstat,
     utterances,
     write_json,
 )
@@ -236,14 +237,15 @@ def run_n(
         )
     server_proc = psutil.Process(server.pid)
 
-    def cpu() -> tuple[float, float]:
-        """CPU seconds of the server process and of its children (ASR worker processes)."""
+    def cpu() -> tuple[float, float, tuple[float, float] | None]:
+        """CPU seconds of the server process and of its children (ASR worker processes), and the event
+        loop thread's seconds on a core and waiting for one."""
         main = sum(server_proc.cpu_times()[:2])
         kids = 0.0
         for child in server_proc.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 kids += sum(child.cpu_times()[:2])
-        return main, kids
+        return main, kids, thread_schedstat(server.pid)
 
     rss_peak = server.rss_bytes()
     cpu_start = cpu_end = None
@@ -333,6 +335,11 @@ def _aggregate(
         span = cpu_end[0] - cpu_start[0]
         out["server_cpu_pct_of_one_core"] = round((cpu_end[1] - cpu_start[1]) / span * 100)
         out["asr_workers_cpu_pct_of_one_core"] = round((cpu_end[2] - cpu_start[2]) / span * 100)
+        if cpu_start[3] and cpu_end[3]:
+            # The event loop, which moves every device's audio: its share of a core, and how long it was
+            # ready to run but every core was taken (the box is full, not the loop too slow).
+            out["loop_on_core_pct"] = round((cpu_end[3][0] - cpu_start[3][0]) / span * 100)
+            out["loop_waiting_for_core_pct"] = round((cpu_end[3][1] - cpu_start[3][1]) / span * 100)
     return out
 
 
@@ -357,7 +364,7 @@ def run(server: ServerProcess, quick: bool, counts: list[int] | None = None, sil
 def print_table(res: dict) -> None:
     print(
         f"{'N':>4} {'answered':>9} {'uplink lag p99':>15} {'proc p99':>9} {'eos→stt p50/p99':>16} "
-        f"{'eos→audio p50/p95':>18} {'send lag p99':>12} {'srv CPU':>8}"
+        f"{'eos→audio p50/p95':>18} {'send lag p99':>12} {'srv CPU':>8} {'loop run/wait':>14}"
     )
     for r in res["rows"]:
         s, a = r["end_of_speech_to_stt_ms"], r["end_of_speech_to_first_audio_ms"]
@@ -366,7 +373,8 @@ def print_table(res: dict) -> None:
             f"{fmt(r['uplink_lag_ms']['p99'], ' ms'):>15} "
             f"{fmt(r['uplink_processing_ms']['p99'], ' ms'):>9} {fmt(s['p50']) + '/' + fmt(s['p99']):>16} "
             f"{fmt(a['p50']) + '/' + fmt(a['p95']):>18} {fmt(r['client_send_lag_ms']['p99'], ' ms'):>12} "
-            f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8}"
+            f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8} "
+            f"{fmt(r.get('loop_on_core_pct'), '%') + '/' + fmt(r.get('loop_waiting_for_core_pct'), '%'):>14}"
         )
 
 

@@ -239,6 +239,9 @@ def table_rows(res: dict) -> list[dict]:
             row.get("asr_workers_cpu_pct_of_one_core"),
             " %",
         )
+        if row.get("loop_waiting_for_core_pct") is not None:  # Linux: the loop thread's schedstat
+            add(f"N={n} streaming: event loop on a core / waiting for one (% of the time)",
+                f"{row['loop_on_core_pct']} / {row['loop_waiting_for_core_pct']}", " %")
     mem = res.get("memory", {})
     if mem.get("rows") and "with_asr_workers_mb" in mem["rows"][0]:
         add("server RSS incl. ASR worker processes, 0 devices", mem["rows"][0]["with_asr_workers_mb"], " MB")

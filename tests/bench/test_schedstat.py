@@ -1,0 +1,31 @@
+"""`thread_schedstat`: a thread's time on a core and waiting for one, which the concurrency bench reports for
+the server's event loop (so a lag tail can be told apart: the box full, or the loop too slow)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from tools.bench.common import thread_schedstat
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux's /proc schedstat")
+
+
+def test_a_busy_thread_gains_time_on_a_core() -> None:
+    before = thread_schedstat(os.getpid(), threading.get_native_id())
+    assert before is not None
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:  # 50 ms of CPU on this thread
+        pass
+    after = thread_schedstat(os.getpid(), threading.get_native_id())
+    assert after is not None
+    assert after[0] - before[0] >= 0.04
+    assert after[1] >= before[1] >= 0.0
+
+
+def test_no_such_process_gives_none() -> None:
+    assert thread_schedstat(2**22 + 12345) is None
