@@ -17,7 +17,7 @@ from wren.speech.asr import AsrError, load_asr
 from wren.speech.asr.bias import STRONG_MARGIN
 from wren.speech.asr.moonshine.assets import find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, is_complete
-from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess
+from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess, default_decode_threads, usable_cpus
 from wren.speech.asr.moonshine.model import Use, strip_wrapping_quotes, trim_repeats
 from wren.speech.asr.moonshine.scheduler import SPECULATIVE, URGENT, DecodeScheduler
 from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
@@ -157,6 +157,17 @@ def test_tokenizer_reads_long_pieces_and_byte_fallback(tmp_path):
     assert len(tokenizer) == 7
     assert tokenizer.decode([1, 3, 5, 6, 2]) == "hié"
     assert tokenizer.decode([4]) == "x" * 200
+
+
+@pytest.mark.parametrize(("cpus", "threads"), [(1, 1), (2, 1), (3, 2), (4, 3), (5, 4), (64, 4)])
+def test_decode_threads_by_default_leave_a_core_to_the_event_loop(cpus, threads):
+    assert default_decode_threads(cpus) == threads
+
+
+def test_the_engine_without_a_thread_count_uses_the_default_for_this_machine(moonshine):
+    assert AsrConfig().decode_threads == 0
+    assert moonshine.threads == default_decode_threads(usable_cpus())
+    assert moonshine.scheduler.threads == moonshine.threads
 
 
 def test_scheduler_runs_urgent_work_before_speculation_and_sheds_the_oldest_guess():

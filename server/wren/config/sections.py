@@ -126,8 +126,9 @@ class AsrConfig:
     # (pocketsphinx and vosk only: moonshine runs one shared model in the server process, since ONNX Runtime
     # releases the GIL while it decodes.)
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
-    # moonshine: threads decoding at once (0 = CPU count, at most 4), and where the converted model is
-    # cached (empty = $WREN_CACHE_DIR, else $XDG_CACHE_HOME/wren, else ~/.cache/wren).
+    # moonshine: threads decoding at once (0 = one fewer than the CPUs, at least 1 and at most 4: a core
+    # for the event loop), and where the converted model is cached (empty = $WREN_CACHE_DIR, else
+    # $XDG_CACHE_HOME/wren, else ~/.cache/wren).
     decode_threads: int = 0
     cache_dir: str = ""
     # Bias recognition toward what Wren can act on (its intents, the device's tools, taught names):

@@ -73,6 +73,11 @@ class DecodeScheduler:
             self.dropped_speculative += 1
 
     @property
+    def threads(self) -> int:
+        """Decodes that run at once."""
+        return len(self._threads)
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
