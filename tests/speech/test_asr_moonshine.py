@@ -168,6 +168,45 @@ def test_the_engine_without_a_thread_count_uses_the_default_for_this_machine(moo
     assert AsrConfig().decode_threads == 0
     assert moonshine.threads == default_decode_threads(usable_cpus())
     assert moonshine.scheduler.threads == moonshine.threads
+    assert moonshine.scheduler.spill_threads == (1 if usable_cpus() > moonshine.threads else 0)
+
+
+def test_a_spill_thread_takes_only_a_decode_someone_is_waiting_for():
+    scheduler = DecodeScheduler(threads=1, spill_threads=1)
+    gate: Future = Future()
+    guessed = threading.Event()
+    try:
+        name = scheduler.submit(lambda: threading.current_thread().name, SPECULATIVE).result(5)
+        assert name == "wren-moonshine-0"  # a free steady thread takes any work at once
+        busy = threading.Event()
+        scheduler.submit(lambda: (busy.set(), gate.result(10)), SPECULATIVE)  # occupies the steady thread
+        assert busy.wait(5)
+        guess = scheduler.submit(guessed.set, SPECULATIVE)
+        urgent = scheduler.submit(lambda: threading.current_thread().name, URGENT)
+        assert urgent.result(5) == "wren-moonshine-spill-0"
+        assert not guessed.wait(0.3)  # a guess waits for the steady thread, however long
+        gate.set_result(None)
+        guess.result(5)
+    finally:
+        if not gate.done():
+            gate.set_result(None)
+        scheduler.close()
+
+
+def test_without_a_spill_thread_a_decode_waits_for_the_busy_one():
+    scheduler = DecodeScheduler(threads=1)
+    gate: Future = Future()
+    try:
+        scheduler.submit(lambda: gate.result(10), URGENT)
+        waiting = scheduler.submit(lambda: "done", URGENT)
+        time.sleep(0.3)
+        assert not waiting.done()
+        gate.set_result(None)
+        assert waiting.result(5) == "done"
+    finally:
+        if not gate.done():
+            gate.set_result(None)
+        scheduler.close()
 
 
 def test_scheduler_runs_urgent_work_before_speculation_and_sheds_the_oldest_guess():

@@ -76,7 +76,8 @@ def default_decode_threads(cpus: int) -> int:
     """Decode threads when `asr.decode_threads` is 0: one core left to the event loop, which moves every
     device's audio, so one on a 2-core box and at most 4. With 200 streaming devices on 2 cores, one
     thread instead of two gave a lower uplink lag p99 in 6 pairs of 6 (median 77 against 120 ms) and the
-    words no later; overlapping turns' first audio p95 rose by 0-40 ms (docs/performance.md, round 14)."""
+    words no later. A spill thread takes only the decodes someone is already waiting for (the scheduler),
+    for the moments when several people finish at once (docs/performance.md, round 14)."""
     return max(1, min(4, cpus - 1))
 
 
@@ -92,13 +93,17 @@ class MoonshineEngine:
         started = time.perf_counter()
         self.streams = StreamCap(max_streams, self.name)  # [limits] asr_streams (0 = no limit)
         self.model = MoonshineModel(model_folder)
-        self.threads = threads or default_decode_threads(usable_cpus())
-        self.scheduler = DecodeScheduler(self.threads, max_speculative)
+        cpus = usable_cpus()
+        self.threads = threads or default_decode_threads(cpus)
+        # With the default, the core left to the event loop still takes the decode of someone already
+        # waiting (several people finishing at once); a count that was set is the count.
+        spill = 1 if not threads and cpus > self.threads else 0
+        self.scheduler = DecodeScheduler(self.threads, max_speculative, spill_threads=spill)
         self.stats = EngineStats()
         self._stats_lock = threading.Lock()
         self._biases: OrderedDict[tuple[tuple[str, ...], float], PhraseBias] = OrderedDict()
-        log.info("moonshine: model loaded in %.2f s, %d decode threads", time.perf_counter() - started,
-                 self.threads)
+        log.info("moonshine: model loaded in %.2f s, %d decode threads (+%d for urgent work)",
+                 time.perf_counter() - started, self.threads, spill)
 
     def open_stream(self, speaker: str | None = None) -> MoonshineStream:
         if self.scheduler.closed:

@@ -5,7 +5,11 @@ Three classes of work, in this order:
 - COMMIT: a finished window of a long utterance (needed before the utterance's end);
 - SPECULATIVE: a guess at a pause, useful only if the person stays quiet.
 Within a class, first come first served. `threads` jobs run at once (each ONNX Runtime inference on one
-core), which is the engine's bound on concurrency.
+core), which is the engine's bound on concurrency. `spill_threads` more run URGENT jobs only: when several
+people finish at the same instant and wait, their decodes spread over more cores, while the steady work of
+many devices streaming (guesses at pauses, done before the turn ends) stays off the core the event loop
+needs (docs/performance.md, round 14). A guess still queued when its utterance ends is resubmitted as
+URGENT by the engine, so it may take a spill thread.
 
 Overflow policy: at most `max_speculative` (`MAX_WAITING_SPECULATIVE`) speculative jobs wait; past that
 the OLDEST waiting one is cancelled (its stream then decodes at its end, as without speculation). Urgent
@@ -32,7 +36,9 @@ MAX_WAITING_SPECULATIVE = 32  # guesses waiting for a decode thread; past it: dr
 
 
 class DecodeScheduler:
-    def __init__(self, threads: int, max_speculative: int = MAX_WAITING_SPECULATIVE) -> None:
+    def __init__(
+        self, threads: int, max_speculative: int = MAX_WAITING_SPECULATIVE, spill_threads: int = 0
+    ) -> None:
         # The queue: (priority, arrival, future, job). Bound and policy: the module docstring (speculative
         # jobs past `max_speculative`: drop the oldest; urgent and commit jobs: bounded by the streams).
         self._heap: list[tuple[int, int, Future, Callable[[], Any]]] = []
@@ -42,9 +48,13 @@ class DecodeScheduler:
         self._closed = False
         self.dropped_speculative = 0
         self._threads = [
-            threading.Thread(target=self._run, name=f"wren-moonshine-{i}", daemon=True)
+            threading.Thread(target=self._run, args=(False,), name=f"wren-moonshine-{i}", daemon=True)
             for i in range(threads)
+        ] + [
+            threading.Thread(target=self._run, args=(True,), name=f"wren-moonshine-spill-{i}", daemon=True)
+            for i in range(spill_threads)
         ]
+        self._steady = threads
         for thread in self._threads:
             thread.start()
 
@@ -57,7 +67,7 @@ class DecodeScheduler:
             heapq.heappush(self._heap, (priority, next(self._order), future, fn))
             if priority == SPECULATIVE:
                 self._shed_speculation()
-            self._ready.notify()
+            self._ready.notify_all()  # a spill thread woken alone would leave a non-urgent job
         return future
 
     def _shed_speculation(self) -> None:
@@ -74,8 +84,12 @@ class DecodeScheduler:
 
     @property
     def threads(self) -> int:
-        """Decodes that run at once."""
-        return len(self._threads)
+        """Decodes that run at once at a steady load (spill threads not counted)."""
+        return self._steady
+
+    @property
+    def spill_threads(self) -> int:
+        return len(self._threads) - self._steady
 
     @property
     def closed(self) -> bool:
@@ -87,13 +101,15 @@ class DecodeScheduler:
         with self._ready:
             return sum(1 for entry in self._heap if not entry[2].cancelled())
 
-    def _run(self) -> None:
+    def _run(self, spill: bool) -> None:
         while True:
             with self._ready:
-                while not self._heap and not self._closed:
+                while True:
+                    if self._closed and not self._heap:
+                        return
+                    if self._heap and (not spill or self._heap[0][0] == URGENT):
+                        break
                     self._ready.wait()
-                if self._closed and not self._heap:
-                    return
                 _, _, future, fn = heapq.heappop(self._heap)
             if not future.set_running_or_notify_cancel():
                 continue  # cancelled while waiting (superseded or shed)
