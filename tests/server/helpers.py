@@ -57,10 +57,19 @@ def words(text: str) -> set[str]:
     return set(plain(text).split())
 
 
+CLOCK_WORDS = frozenset({
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty",
+    "forty", "fifty", "ninety", "o'clock", "oh",
+})
+
+
 def heard_a_time(heard: set[str]) -> bool:
     """Words recognised from "It's 6:14 PM." as spoken: "it's", or the half of the day when the recogniser
-    turns "It's six" into "At six" (it does for a few minutes of the clock, 4 of 120 measured)."""
-    return "it's" in heard or bool({"am", "pm"} & heard) or {"a", "m"} <= heard or {"p", "m"} <= heard
+    turns "It's six" into "At six" (it does for a few minutes of the clock, 4 of 120 measured), or "at"
+    with numbers (at 06:2x UTC on 2026-12-06 the device's reply was heard as "at nine ninety six")."""
+    return ("it's" in heard or bool({"am", "pm"} & heard) or {"a", "m"} <= heard or {"p", "m"} <= heard
+            or ("at" in heard and bool(CLOCK_WORDS & heard)))
 
 
 def plain(text: str) -> str:

@@ -17,9 +17,16 @@ from wren.speech.asr import AsrError, load_asr
 from wren.speech.asr.bias import STRONG_MARGIN
 from wren.speech.asr.moonshine.assets import find_assets
 from wren.speech.asr.moonshine.convert import cached_folder, is_complete
-from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess, default_decode_threads, usable_cpus
+from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess
 from wren.speech.asr.moonshine.model import Use, strip_wrapping_quotes, trim_repeats
-from wren.speech.asr.moonshine.scheduler import SPECULATIVE, URGENT, DecodeScheduler
+from wren.speech.asr.moonshine.scheduler import (
+    SPECULATIVE,
+    URGENT,
+    DecodeScheduler,
+    default_decode_threads,
+    thread_plan,
+    usable_cpus,
+)
 from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
 
 from tests.speech.conftest import feed_in_chunks, recognise, spoken
@@ -169,6 +176,7 @@ def test_the_engine_without_a_thread_count_uses_the_default_for_this_machine(moo
     assert moonshine.threads == default_decode_threads(usable_cpus())
     assert moonshine.scheduler.threads == moonshine.threads
     assert moonshine.scheduler.spill_threads == (1 if usable_cpus() > moonshine.threads else 0)
+    assert thread_plan(3) == (3, 0)  # a count that was set is the count, with no spill thread
 
 
 def test_a_spill_thread_takes_only_a_decode_someone_is_waiting_for():

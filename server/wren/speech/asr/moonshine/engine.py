@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import threading
 import time
@@ -42,6 +41,7 @@ from wren.speech.asr.moonshine.scheduler import (
     SPECULATIVE,
     URGENT,
     DecodeScheduler,
+    thread_plan,
 )
 
 log = logging.getLogger(__name__)
@@ -64,23 +64,6 @@ class EngineStats:
     windows_committed: int = 0
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity, e.g. a container's cpuset), else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
-
-
-def default_decode_threads(cpus: int) -> int:
-    """Decode threads when `asr.decode_threads` is 0: one core left to the event loop, which moves every
-    device's audio, so one on a 2-core box and at most 4. With 200 streaming devices on 2 cores, one
-    thread instead of two gave a lower uplink lag p99 in 6 pairs of 6 (median 77 against 120 ms) and the
-    words no later. A spill thread takes only the decodes someone is already waiting for (the scheduler),
-    for the moments when several people finish at once (docs/performance.md, round 14)."""
-    return max(1, min(4, cpus - 1))
-
-
 class MoonshineEngine:
     name = "moonshine"
     sample_rate = SAMPLE_RATE
@@ -93,11 +76,7 @@ class MoonshineEngine:
         started = time.perf_counter()
         self.streams = StreamCap(max_streams, self.name)  # [limits] asr_streams (0 = no limit)
         self.model = MoonshineModel(model_folder)
-        cpus = usable_cpus()
-        self.threads = threads or default_decode_threads(cpus)
-        # With the default, the core left to the event loop still takes the decode of someone already
-        # waiting (several people finishing at once); a count that was set is the count.
-        spill = 1 if not threads and cpus > self.threads else 0
+        self.threads, spill = thread_plan(threads)
         self.scheduler = DecodeScheduler(self.threads, max_speculative, spill_threads=spill)
         self.stats = EngineStats()
         self._stats_lock = threading.Lock()
