@@ -83,7 +83,7 @@ class WrenServer:
         # The speak threads yield the cores to the event loop when both want one (wren.speech.priority).
         self.speak_executor = ThreadPoolExecutor(
             max(1, config.server.speak_workers), "wren-speak",
-            initializer=lower_this_thread, initargs=(config.tts.nice,),
+            initializer=lower_this_thread, initargs=(config.tts.nice, config.tts.idle_priority),
         )
         # Every session's synthesis goes through this one scheduler: earliest deadline first on the speak
         # workers, so one device's long reply never queues ahead of another's first words.

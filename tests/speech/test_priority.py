@@ -36,7 +36,10 @@ def _on_a_new_thread(fn):
 def _thread_nice_values() -> dict[int, int]:
     values = {}
     for tid in os.listdir("/proc/self/task"):
-        stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile (an earlier test's pool winding down)
+            continue
         values[int(tid)] = int(stat.rsplit(")", 1)[1].split()[16])  # field 19 of stat: nice
     return values
 
@@ -109,3 +112,51 @@ def test_the_servers_speak_workers_run_at_the_tts_nice_value():
 def test_a_nice_value_outside_0_to_19_is_refused_by_name(value):
     with pytest.raises(ConfigError, match=r"tts\.nice"):
         load_config(env={"WREN_TTS_NICE": value})
+
+
+def _policy_of(tid: int) -> int:
+    return os.sched_getscheduler(tid)
+
+
+def test_an_idle_thread_runs_under_sched_idle_and_the_caller_does_not():
+    def lower_and_read():
+        assert lower_this_thread(10, idle=True)
+        return _policy_of(threading.get_native_id()), _own_nice()
+
+    assert _on_a_new_thread(lower_and_read) == (os.SCHED_IDLE, max(10, _own_nice()))
+    assert _policy_of(threading.get_native_id()) == os.SCHED_OTHER
+
+
+def test_threads_started_from_an_idle_thread_are_idle_too():
+    def start_a_child():
+        return _on_a_new_thread(lambda: _policy_of(threading.get_native_id()))
+
+    assert run_on_lowered_thread(start_a_child, 10, "probe", idle=True) == os.SCHED_IDLE
+    assert run_on_lowered_thread(start_a_child, 10, "probe") == os.SCHED_OTHER
+
+
+def test_the_speak_workers_run_under_sched_idle_only_when_asked():
+    def policy_of_a_speak_worker(idle: bool) -> int:
+        config = Config()
+        config.tts.idle_priority = idle
+        server = WrenServer(config, speech=object(), agent=object())
+        try:
+            return server.speak_executor.submit(lambda: _policy_of(threading.get_native_id())).result(10)
+        finally:
+            server.speak_executor.shutdown()
+            server.listen_executor.shutdown()
+
+    assert policy_of_a_speak_worker(True) == os.SCHED_IDLE
+    assert policy_of_a_speak_worker(False) == os.SCHED_OTHER
+    assert load_config(env={"WREN_TTS_IDLE_PRIORITY": "true"}).tts.idle_priority
+
+
+def test_pipers_own_threads_run_under_sched_idle_with_idle_priority():
+    import piper  # noqa: F401
+
+    before = set(_thread_nice_values())
+    engine = PiperEngine(threads=2, deterministic=True, nice=8, idle=True)
+    started = [tid for tid in _thread_nice_values() if tid not in before]
+    assert started, "ONNX Runtime started no thread of its own"
+    assert {_policy_of(tid) for tid in started} == {os.SCHED_IDLE}
+    assert b"".join(engine.synthesize("Hello."))

@@ -164,6 +164,10 @@ class TtsConfig:
     # when the loop, which moves every device's audio, wants it. 0 = the server's own priority.
     # See wren.speech.priority.
     nice: int = 10
+    # true: those threads also run only on a core no ordinary thread wants (Linux SCHED_IDLE). For a box that
+    # serves Wren alone: the uplink of many devices keeps a core more often (docs/performance.md, round 15),
+    # but any other busy program on the box holds replies back for as long as it runs.
+    idle_priority: bool = False
     # engine = "wyoming": the server (tcp://host:port, e.g. wyoming-piper or `wren wyoming`), its voice name
     # (empty = the server's default) and the longest wait for its next event (past it the sentence is
     # skipped, the turn goes on). See wren.speech.tts.wyoming.

@@ -24,6 +24,7 @@ def load_tts(config: TtsConfig) -> TtsEngine:
             length_scale=config.length_scale,
             deterministic=not config.natural_variation,
             nice=config.nice,
+            idle=config.idle_priority,
         )
     elif engine == "wyoming":  # a remote server: its phrases are cached too (no round trip, no remote CPU)
         from wren.speech.tts.wyoming import load_wyoming_tts

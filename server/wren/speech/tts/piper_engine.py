@@ -65,11 +65,13 @@ class PiperEngine:
         threads: int = 0,
         deterministic: bool = False,
         nice: int = 0,
+        idle: bool = False,
     ) -> None:
         """`deterministic` turns off piper's sampling noise (noise_scale, noise_w_scale = 0): the same text
         then always gives the same audio, slightly flatter. Tests and benchmarks use it to be repeatable;
         the server keeps the voice's natural variation. `nice` > 0 starts ONNX Runtime's threads at that OS
-        priority (wren.speech.priority: they yield the cores to the server's event loop)."""
+        priority (wren.speech.priority: they yield the cores to the server's event loop); `idle` also under
+        SCHED_IDLE (`[tts] idle_priority`)."""
         from piper import SynthesisConfig
 
         if length_scale <= 0:
@@ -85,7 +87,8 @@ class PiperEngine:
             model, config = _bundled_voice()
         started = time.perf_counter()
         try:  # on a lowered thread when nice > 0: ONNX Runtime's pool threads inherit its priority
-            self.voice = run_on_lowered_thread(lambda: _load_voice(model, config, threads), nice, "piper")
+            self.voice = run_on_lowered_thread(lambda: _load_voice(model, config, threads), nice, "piper",
+                                               idle)
         except Exception as exc:  # onnxruntime / json errors: make them one clear load error
             raise TtsError(f"piper failed to load {model}: {exc}") from exc
         self.voice_path = str(model)
