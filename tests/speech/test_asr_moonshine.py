@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -21,6 +22,7 @@ from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess
 from wren.speech.asr.moonshine.model import Use, strip_wrapping_quotes, trim_repeats
 from wren.speech.asr.moonshine.scheduler import (
     SPECULATIVE,
+    SPILL_NICE,
     URGENT,
     DecodeScheduler,
     default_decode_threads,
@@ -28,6 +30,7 @@ from wren.speech.asr.moonshine.scheduler import (
     usable_cpus,
 )
 from wren.speech.asr.moonshine.tokenizer import MoonshineTokenizer
+from wren.speech.priority import per_thread_priority
 
 from tests.speech.conftest import feed_in_chunks, recognise, spoken
 
@@ -195,6 +198,27 @@ def test_a_spill_thread_takes_only_a_decode_someone_is_waiting_for():
         assert not guessed.wait(0.3)  # a guess waits for the steady thread, however long
         gate.set_result(None)
         guess.result(5)
+    finally:
+        if not gate.done():
+            gate.set_result(None)
+        scheduler.close()
+
+
+@pytest.mark.skipif(not per_thread_priority(), reason="per-thread nice values are Linux only")
+def test_the_spill_thread_runs_at_a_lower_priority_and_the_steady_one_does_not():
+    scheduler = DecodeScheduler(threads=1, spill_threads=1)
+    gate: Future = Future()
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def nice_here() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    try:
+        assert scheduler.submit(nice_here, SPECULATIVE).result(5) == own  # the steady thread
+        busy = threading.Event()
+        scheduler.submit(lambda: (busy.set(), gate.result(10)), SPECULATIVE)
+        assert busy.wait(5)
+        assert scheduler.submit(nice_here, URGENT).result(5) == max(own, SPILL_NICE)  # the spill thread
     finally:
         if not gate.done():
             gate.set_result(None)
