@@ -86,7 +86,7 @@ class PiperEngine:
         else:
             model, config = _bundled_voice()
         started = time.perf_counter()
-        try:  # on a lowered thread when nice > 0: ONNX Runtime's pool threads inherit its priority
+        try:  # on a lowered thread when nice > 0 or idle: ONNX Runtime's pool threads inherit its priority
             self.voice = run_on_lowered_thread(lambda: _load_voice(model, config, threads), nice, "piper",
                                                idle)
         except Exception as exc:  # onnxruntime / json errors: make them one clear load error
