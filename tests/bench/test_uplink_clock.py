@@ -1,0 +1,76 @@
+"""The concurrency bench's `UplinkClock`: one task paces every device's uplink, with the schedule of
+`TestDevice.stream_packets` (60 ms slots on absolute deadlines, a `None` slot sends nothing), over a real
+WebSocket on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import websockets
+
+from tools.bench.concurrency import FRAME_MS, UplinkClock
+
+
+async def _recorder(got: list[tuple[float, bytes]]):  # type: ignore[no-untyped-def]
+    async def handler(ws) -> None:  # type: ignore[no-untyped-def]
+        async for message in ws:
+            got.append((time.monotonic(), message))
+
+    return await websockets.serve(handler, "127.0.0.1", 0)
+
+
+async def test_every_packet_arrives_whole_and_in_order_on_its_slot() -> None:
+    got: list[tuple[float, bytes]] = []
+    server = await _recorder(got)
+    port = server.sockets[0].getsockname()[1]
+    clock = UplinkClock()
+    try:
+        async with websockets.connect(f"ws://127.0.0.1:{port}") as ws:
+            dev = SimpleNamespace(ws=ws, protocol_version=1)
+            timeline = [b"\x01" * 200, None, b"\x02" * 90, b"\x01" * 200]
+            sent: list[float] = []
+            lags: list[float] = []
+            start = time.monotonic()
+            count = await clock.stream(dev, iter(timeline), sent, lags)
+            for _ in range(50):
+                if len(got) == 3:
+                    break
+                await asyncio.sleep(0.01)
+    finally:
+        await clock.close()
+        server.close()
+        await server.wait_closed()
+    assert count == 3
+    assert [m for _, m in got] == [b"\x01" * 200, b"\x02" * 90, b"\x01" * 200]
+    assert len(sent) == len(lags) == 3
+    # Slots 0, 2 and 3: never early, and the None slot kept its place on the clock.
+    for at, slot in zip(sent, (0, 2, 3), strict=True):
+        assert at - start >= slot * FRAME_MS / 1000 - 0.002
+    assert sent[1] - sent[0] >= 2 * FRAME_MS / 1000 - 0.002
+    assert all(lag >= 0 for lag in lags)
+
+
+async def test_two_streams_share_the_clock_and_a_closed_connection_fails_its_stream() -> None:
+    got: list[tuple[float, bytes]] = []
+    server = await _recorder(got)
+    port = server.sockets[0].getsockname()[1]
+    clock = UplinkClock()
+    try:
+        async with websockets.connect(f"ws://127.0.0.1:{port}") as a, \
+                websockets.connect(f"ws://127.0.0.1:{port}") as b:
+            first = clock.stream(SimpleNamespace(ws=a, protocol_version=1), iter([b"a"] * 3), [], [])
+            await b.close()
+            second = clock.stream(SimpleNamespace(ws=b, protocol_version=1), iter([b"b"] * 3), [], [])
+            assert await first == 3
+            try:
+                await second
+            except ConnectionError as exc:
+                assert "closed" in str(exc)
+            else:
+                raise AssertionError("a stream on a closed connection reported success")
+    finally:
+        await clock.close()
+        server.close()
+        await server.wait_closed()
