@@ -6,42 +6,58 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
+import pytest
 import websockets
 
 from tools.bench.concurrency import FRAME_MS, UplinkClock
 
+Recorder = tuple[int, list[tuple[float, bytes]]]  # the server's port, what it received
 
-async def _recorder(got: list[tuple[float, bytes]]):  # type: ignore[no-untyped-def]
+
+@pytest.fixture
+async def recorder() -> AsyncIterator[Recorder]:
+    """A real WebSocket server on loopback that records every message with its arrival time."""
+    got: list[tuple[float, bytes]] = []
+
     async def handler(ws) -> None:  # type: ignore[no-untyped-def]
         async for message in ws:
             got.append((time.monotonic(), message))
 
-    return await websockets.serve(handler, "127.0.0.1", 0)
-
-
-async def test_every_packet_arrives_whole_and_in_order_on_its_slot() -> None:
-    got: list[tuple[float, bytes]] = []
-    server = await _recorder(got)
-    port = server.sockets[0].getsockname()[1]
-    clock = UplinkClock()
+    server = await websockets.serve(handler, "127.0.0.1", 0)
     try:
-        async with websockets.connect(f"ws://127.0.0.1:{port}") as ws:
-            dev = SimpleNamespace(ws=ws, protocol_version=1)
-            timeline = [b"\x01" * 200, None, b"\x02" * 90, b"\x01" * 200]
-            sent: list[float] = []
-            lags: list[float] = []
-            start = time.monotonic()
-            count = await clock.stream(dev, iter(timeline), sent, lags)
-            for _ in range(50):
-                if len(got) == 3:
-                    break
-                await asyncio.sleep(0.01)
+        yield server.sockets[0].getsockname()[1], got
     finally:
-        await clock.close()
         server.close()
         await server.wait_closed()
+
+
+@pytest.fixture
+async def clock() -> AsyncIterator[UplinkClock]:
+    clock = UplinkClock()
+    try:
+        yield clock
+    finally:
+        await clock.close()
+
+
+async def test_every_packet_arrives_whole_and_in_order_on_its_slot(
+    recorder: Recorder, clock: UplinkClock
+) -> None:
+    port, got = recorder
+    async with websockets.connect(f"ws://127.0.0.1:{port}") as ws:
+        dev = SimpleNamespace(ws=ws, protocol_version=1)
+        timeline = [b"\x01" * 200, None, b"\x02" * 90, b"\x01" * 200]
+        sent: list[float] = []
+        lags: list[float] = []
+        start = time.monotonic()
+        count = await clock.stream(dev, iter(timeline), sent, lags)
+        for _ in range(50):
+            if len(got) == 3:
+                break
+            await asyncio.sleep(0.01)
     assert count == 3
     assert [m for _, m in got] == [b"\x01" * 200, b"\x02" * 90, b"\x01" * 200]
     assert len(sent) == len(lags) == 3
@@ -52,25 +68,15 @@ async def test_every_packet_arrives_whole_and_in_order_on_its_slot() -> None:
     assert all(lag >= 0 for lag in lags)
 
 
-async def test_two_streams_share_the_clock_and_a_closed_connection_fails_its_stream() -> None:
-    got: list[tuple[float, bytes]] = []
-    server = await _recorder(got)
-    port = server.sockets[0].getsockname()[1]
-    clock = UplinkClock()
-    try:
-        async with websockets.connect(f"ws://127.0.0.1:{port}") as a, \
-                websockets.connect(f"ws://127.0.0.1:{port}") as b:
-            first = clock.stream(SimpleNamespace(ws=a, protocol_version=1), iter([b"a"] * 3), [], [])
-            await b.close()
-            second = clock.stream(SimpleNamespace(ws=b, protocol_version=1), iter([b"b"] * 3), [], [])
-            assert await first == 3
-            try:
-                await second
-            except ConnectionError as exc:
-                assert "closed" in str(exc)
-            else:
-                raise AssertionError("a stream on a closed connection reported success")
-    finally:
-        await clock.close()
-        server.close()
-        await server.wait_closed()
+async def test_two_streams_share_the_clock_and_a_closed_connection_fails_its_stream(
+    recorder: Recorder, clock: UplinkClock
+) -> None:
+    port, _ = recorder
+    async with websockets.connect(f"ws://127.0.0.1:{port}") as a, \
+            websockets.connect(f"ws://127.0.0.1:{port}") as b:
+        first = clock.stream(SimpleNamespace(ws=a, protocol_version=1), iter([b"a"] * 3), [], [])
+        await b.close()
+        second = clock.stream(SimpleNamespace(ws=b, protocol_version=1), iter([b"b"] * 3), [], [])
+        assert await first == 3
+        with pytest.raises(ConnectionError, match="closed"):
+            await second
