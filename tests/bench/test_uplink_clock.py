@@ -80,3 +80,18 @@ async def test_two_streams_share_the_clock_and_a_closed_connection_fails_its_str
         assert await first == 3
         with pytest.raises(ConnectionError, match="closed"):
             await second
+
+
+async def test_a_stream_whose_device_stopped_waiting_ends_and_the_others_go_on(
+    recorder: Recorder, clock: UplinkClock
+) -> None:
+    port, got = recorder
+    async with websockets.connect(f"ws://127.0.0.1:{port}") as a, \
+            websockets.connect(f"ws://127.0.0.1:{port}") as b:
+        abandoned = clock.stream(SimpleNamespace(ws=a, protocol_version=1), iter([b"a"] * 10), [], [])
+        kept = clock.stream(SimpleNamespace(ws=b, protocol_version=1), iter([b"b"] * 4), [], [])
+        abandoned.cancel()
+        assert await kept == 4
+        await asyncio.sleep(0.05)
+    assert [m for _, m in got].count(b"a") == 1  # only the slot sent when it started
+    assert [m for _, m in got].count(b"b") == 4

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from websockets.frames import Frame, Opcode
+from websockets.protocol import State
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -117,15 +118,17 @@ class UplinkClock:
 
     def _advance(self, stream: _Stream) -> None:
         """Send the item of the stream's slot that is due (nothing for None), take the next, schedule it."""
+        if stream.done.cancelled():  # its device stopped waiting: its uplink ends, the others' go on
+            return
         try:
             if stream.item is not None:
                 ws = stream.dev.ws
-                if ws.protocol.state.name != "OPEN":
+                if ws.protocol.state is not State.OPEN:
                     raise ConnectionError(f"the connection is {ws.protocol.state.name.lower()}")
                 ws.transport.write(self._frame(stream.item, stream.dev.protocol_version))
                 now = time.monotonic()
                 stream.sent.append(now)
-                stream.lags.append(now - (stream.start + stream.slot * FRAME_MS / 1000))
+                stream.lags.append(now - stream.due)
                 stream.count += 1
             stream.slot += 1
             stream.item = next(stream.packets)
@@ -135,7 +138,7 @@ class UplinkClock:
         except Exception as exc:
             stream.done.set_exception(exc)
             return
-        heapq.heappush(self._due, (stream.start + stream.slot * FRAME_MS / 1000, next(self._order), stream))
+        heapq.heappush(self._due, (stream.due, next(self._order), stream))
         self._streaming.set()
 
     def _frame(self, packet: bytes, protocol_version: int) -> bytes:
@@ -162,6 +165,11 @@ class _Stream:
         self.slot = 0
         self.item: bytes | None = None
         self.count = 0
+
+    @property
+    def due(self) -> float:
+        """When the current slot is due on the stream's real-time schedule."""
+        return self.start + self.slot * FRAME_MS / 1000
 
 
 def _match(kind: str, state: str | None = None):  # type: ignore[no-untyped-def]
