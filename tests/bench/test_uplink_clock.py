@@ -35,6 +35,14 @@ async def recorder() -> AsyncIterator[Recorder]:
 
 
 @pytest.fixture
+async def two_devices(recorder: Recorder) -> AsyncIterator[tuple[SimpleNamespace, SimpleNamespace]]:
+    """Two devices (what the clock reads of one: its socket and protocol version) connected to `recorder`."""
+    url = f"ws://127.0.0.1:{recorder[0]}"
+    async with websockets.connect(url) as a, websockets.connect(url) as b:
+        yield SimpleNamespace(ws=a, protocol_version=1), SimpleNamespace(ws=b, protocol_version=1)
+
+
+@pytest.fixture
 async def clock() -> AsyncIterator[UplinkClock]:
     clock = UplinkClock()
     try:
@@ -69,29 +77,26 @@ async def test_every_packet_arrives_whole_and_in_order_on_its_slot(
 
 
 async def test_two_streams_share_the_clock_and_a_closed_connection_fails_its_stream(
-    recorder: Recorder, clock: UplinkClock
+    two_devices: tuple[SimpleNamespace, SimpleNamespace], clock: UplinkClock
 ) -> None:
-    port, _ = recorder
-    async with websockets.connect(f"ws://127.0.0.1:{port}") as a, \
-            websockets.connect(f"ws://127.0.0.1:{port}") as b:
-        first = clock.stream(SimpleNamespace(ws=a, protocol_version=1), iter([b"a"] * 3), [], [])
-        await b.close()
-        second = clock.stream(SimpleNamespace(ws=b, protocol_version=1), iter([b"b"] * 3), [], [])
-        assert await first == 3
-        with pytest.raises(ConnectionError, match="closed"):
-            await second
+    a, b = two_devices
+    first = clock.stream(a, iter([b"a"] * 3), [], [])
+    await b.ws.close()
+    second = clock.stream(b, iter([b"b"] * 3), [], [])
+    assert await first == 3
+    with pytest.raises(ConnectionError, match="closed"):
+        await second
 
 
 async def test_a_stream_whose_device_stopped_waiting_ends_and_the_others_go_on(
-    recorder: Recorder, clock: UplinkClock
+    recorder: Recorder, two_devices: tuple[SimpleNamespace, SimpleNamespace], clock: UplinkClock
 ) -> None:
-    port, got = recorder
-    async with websockets.connect(f"ws://127.0.0.1:{port}") as a, \
-            websockets.connect(f"ws://127.0.0.1:{port}") as b:
-        abandoned = clock.stream(SimpleNamespace(ws=a, protocol_version=1), iter([b"a"] * 10), [], [])
-        kept = clock.stream(SimpleNamespace(ws=b, protocol_version=1), iter([b"b"] * 4), [], [])
-        abandoned.cancel()
-        assert await kept == 4
-        await asyncio.sleep(0.05)
+    _, got = recorder
+    a, b = two_devices
+    abandoned = clock.stream(a, iter([b"a"] * 10), [], [])
+    kept = clock.stream(b, iter([b"b"] * 4), [], [])
+    abandoned.cancel()
+    assert await kept == 4
+    await asyncio.sleep(0.05)
     assert [m for _, m in got].count(b"a") == 1  # only the slot sent when it started
     assert [m for _, m in got].count(b"b") == 4
