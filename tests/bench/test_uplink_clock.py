@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import websockets
 
+from shared_protocol import audio
 from tools.bench.concurrency import FRAME_MS, UplinkClock
 
 Recorder = tuple[int, list[tuple[float, bytes]]]  # the server's port, what it received
@@ -100,3 +101,19 @@ async def test_a_stream_whose_device_stopped_waiting_ends_and_the_others_go_on(
     await asyncio.sleep(0.05)
     assert [m for _, m in got].count(b"a") == 1  # only the slot sent when it started
     assert [m for _, m in got].count(b"b") == 4
+
+
+async def test_devices_on_different_protocol_versions_each_get_their_own_framing(
+    recorder: Recorder, two_devices: tuple[SimpleNamespace, SimpleNamespace], clock: UplinkClock
+) -> None:
+    _, got = recorder
+    a, b = two_devices
+    b.protocol_version = 3
+    packet = b"\x07" * 40
+    assert await clock.stream(a, iter([packet]), [], []) == 1
+    assert await clock.stream(b, iter([packet]), [], []) == 1
+    for _ in range(50):
+        if len(got) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(m for _, m in got) == sorted([audio.pack(1, packet), audio.pack(3, packet)])

@@ -86,7 +86,8 @@ class UplinkClock:
     def __init__(self) -> None:
         self._due: list[tuple[float, int, _Stream]] = []  # a heap; one entry per live stream
         self._order = itertools.count()
-        self._frames: dict[bytes, bytes] = {}  # packet → wire frame; bound: the distinct packets of a run
+        # (protocol version, packet) → wire frame; bound: the distinct packets of a run
+        self._frames: dict[tuple[int, bytes], bytes] = {}
         self._streaming = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -142,10 +143,11 @@ class UplinkClock:
         self._streaming.set()
 
     def _frame(self, packet: bytes, protocol_version: int) -> bytes:
-        frame = self._frames.get(packet)  # one protocol version per run: the packet alone is the key
+        key = (protocol_version, packet)
+        frame = self._frames.get(key)
         if frame is None:
             wire = audio.pack(protocol_version, packet)
-            frame = self._frames[packet] = Frame(Opcode.BINARY, wire).serialize(mask=True)
+            frame = self._frames[key] = Frame(Opcode.BINARY, wire).serialize(mask=True)
         return frame
 
     async def close(self) -> None:
