@@ -1,10 +1,11 @@
-"""`[agent] hold_phrase_after_ms` (issue 11, admission): when the engine is slow to begin, the device hears
-"One moment." (cached audio) instead of silence, then the answer; a fast engine never says it, and the
-conversation's history keeps only the answer."""
+"""`[agent] hold_phrase_after_ms` (issue 11, admission): when the engine is slow to begin, or its words wait
+for synthesis, the device hears "One moment." (cached audio) instead of silence, then the answer; a fast
+reply never says it, and the conversation's history keeps only the answer."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.agent.llm_server import ScriptedLLM, text_chunks
-from tests.server.conftest import ServerThread
+from tests.server.conftest import ServerThread, make_config
 from tests.server.helpers import assert_complete_reply
 from tests.support.device import TestDevice
 from tests.support.own_loop import on_own_loop
@@ -29,6 +30,8 @@ async def _late(seconds: float, *parts: str) -> AsyncIterator[dict[str, Any]]:
 def _script(body: dict[str, Any]) -> Any:
     if body["messages"][-1]["content"] == "think hard":
         return _late(HOLD_MS / 1000 + 1.0, "Forty", "-two.")
+    if body["messages"][-1]["content"] == "answer slowly":
+        return text_chunks("Slow words", " here.")  # at once: it is their synthesis that is late
     return text_chunks("Hello", " there.")
 
 
@@ -84,3 +87,46 @@ async def test_a_reply_cut_off_during_the_hold_phrase_leaves_it_out_of_the_histo
     history, _ = server.call(server.server.agent.store.load(f"xiaozhi:{dev.device_id}", "openai"))
     assert history and history[0].content == "think hard"
     assert not any("One moment" in row.content for row in history)
+
+
+class SlowVoice:
+    """The real piper voice, with the synthesis of one answer held up (as when every speak worker is busy
+    with other devices' replies on a full box)."""
+
+    def __init__(self, voice: Any, slow_text: str, delay_s: float) -> None:
+        self.voice, self.slow_text, self.delay_s = voice, slow_text, delay_s
+        self.name, self.sample_rate = voice.name, voice.sample_rate
+
+    def synthesize(self, text: str) -> Iterator[bytes]:
+        if self.slow_text in text:
+            time.sleep(self.delay_s)
+        yield from self.voice.synthesize(text)
+
+
+async def test_an_answer_waiting_for_synthesis_is_covered_by_one_moment_from_the_cache(
+    speech: Any, slow_llm: ScriptedLLM, tmp_path: Any,
+) -> None:
+    from wren.session.reply import HOLD_PHRASE
+    from wren.speech.tts.phrase_cache import PhraseCache
+
+    tts = PhraseCache(SlowVoice(speech.tts.engine, "Slow words", 2.0))
+    tts.warm([HOLD_PHRASE])  # as the server's warm-up does at start
+    config = make_config(tmp_path, agent={"engine": "openai", "openai_base_url": slow_llm.base_url,
+                                          "openai_model": "slow", "hold_phrase_after_ms": HOLD_MS})
+    server = ServerThread(config, dataclasses.replace(speech, tts=tts)).start()
+    try:
+        async with TestDevice(server.ws_url, mcp=False) as dev:
+            await dev.connect()
+            asked = time.monotonic()
+            await dev.detect("answer slowly")
+            reply = await dev.next_reply(timeout=30)
+            assert reply.sentences == [HOLD_PHRASE, "Slow words here."]
+            said = {r.msg.get("text"): r.t for r in dev.received
+                    if r.kind == "json" and r.msg and r.msg.get("state") == "sentence_start"}
+            assert HOLD_MS / 1000 - 0.05 <= said[HOLD_PHRASE] - asked < HOLD_MS / 1000 + 0.5
+            assert said["Slow words here."] - asked >= 2.0  # the answer itself still waited
+            assert_complete_reply(dev, reply)
+        history, _ = server.call(server.server.agent.store.load(f"xiaozhi:{dev.device_id}", "openai"))
+        assert [row.content for row in history] == ["answer slowly", "Slow words here."]
+    finally:
+        server.stop()

@@ -43,6 +43,8 @@ from websockets.protocol import State
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from wren.pipeline.hold import HOLD_PHRASE
+
 from shared_protocol import audio
 from tools.bench.common import (
     FRAME_MS,
@@ -222,6 +224,9 @@ async def _device(
             rec["first_audio_at"] = first.t
             stop = await dev.wait_for(_match("tts", "stop"), 60, since)
             rec["tts_stop_at"] = stop.t
+            answer_at, rec["held"] = answer_audio(dev.received)
+            if answer_at is not None:
+                rec["answer_audio_at"] = answer_at
             rec["reply_frames"] = sum(1 for r in dev.received if r.kind == "audio")
             await dev.listen_start("auto")
             speaking = False
@@ -434,6 +439,11 @@ def _aggregate(
         "end_of_speech_to_first_audio_ms": summary(
             [ms(d["first_audio_at"] - d["end_of_speech"]) for d in spoke if "first_audio_at" in d]
         ),
+        # The answer's own first audio: later than the first audio when the reply began with the hold phrase.
+        "end_of_speech_to_answer_audio_ms": summary(
+            [ms(d["answer_audio_at"] - d["end_of_speech"]) for d in spoke if "answer_audio_at" in d]
+        ),
+        "held": sum(1 for d in spoke if d.get("held")),
         "client_send_lag_ms": {
             "p99": max((r["send_lag_ms"]["p99"] or 0 for r in results if r), default=None),
             "max": max((r["send_lag_ms"]["max"] or 0 for r in results if r), default=None),
@@ -454,6 +464,22 @@ def _aggregate(
             out["loop_on_core_pct"] = round((cpu_end[3][0] - cpu_start[3][0]) / span * 100)
             out["loop_waiting_for_core_pct"] = round((cpu_end[3][1] - cpu_start[3][1]) / span * 100)
     return out
+
+
+def answer_audio(received: list[Any]) -> tuple[float | None, bool]:
+    """(when the answer's first audio came, whether "One moment." came before it) for one reply's records:
+    the pacer sends each `sentence_start` right before its sentence's first packet."""
+    held = in_answer = False
+    for r in received:
+        msg = r.msg if r.kind == "json" and r.msg else {}
+        if msg.get("type") == "tts" and msg.get("state") == "sentence_start":
+            if msg.get("text") == HOLD_PHRASE and not in_answer:
+                held = True
+            else:
+                in_answer = True
+        elif r.kind == "audio" and in_answer:
+            return r.t, held
+    return None, held
 
 
 def run(server: ServerProcess, quick: bool, counts: list[int] | None = None, silent: bool = False) -> dict:
@@ -477,15 +503,18 @@ def run(server: ServerProcess, quick: bool, counts: list[int] | None = None, sil
 def print_table(res: dict) -> None:
     print(
         f"{'N':>4} {'answered':>9} {'uplink lag p99':>15} {'proc p99':>9} {'eos→stt p50/p99':>16} "
-        f"{'eos→audio p50/p95':>18} {'send lag p99':>12} {'srv CPU':>8} {'loop run/wait':>14}"
+        f"{'eos→audio p50/p95':>18} {'answer p50/p95':>15} {'held':>5} {'send lag p99':>12} {'srv CPU':>8} "
+        f"{'loop run/wait':>14}"
     )
     for r in res["rows"]:
         s, a = r["end_of_speech_to_stt_ms"], r["end_of_speech_to_first_audio_ms"]
+        w = r.get("end_of_speech_to_answer_audio_ms") or {"p50": None, "p95": None}
         print(
             f"{r['n']:>4} {r['answered']:>4}/{r['utterances']:<4} "
             f"{fmt(r['uplink_lag_ms']['p99'], ' ms'):>15} "
             f"{fmt(r['uplink_processing_ms']['p99'], ' ms'):>9} {fmt(s['p50']) + '/' + fmt(s['p99']):>16} "
-            f"{fmt(a['p50']) + '/' + fmt(a['p95']):>18} {fmt(r['client_send_lag_ms']['p99'], ' ms'):>12} "
+            f"{fmt(a['p50']) + '/' + fmt(a['p95']):>18} {fmt(w['p50']) + '/' + fmt(w['p95']):>15} "
+            f"{r.get('held', 0):>5} {fmt(r['client_send_lag_ms']['p99'], ' ms'):>12} "
             f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8} "
             f"{fmt(r.get('loop_on_core_pct'), '%') + '/' + fmt(r.get('loop_waiting_for_core_pct'), '%'):>14}"
         )

@@ -229,6 +229,11 @@ def table_rows(res: dict) -> list[dict]:
         )
         rows[-1]["status"] = "met" if row["answered"] == row["utterances"] == n else "MISSED"
         add(f"N={n} streaming: end of speech → stt p99", _get(row, "end_of_speech_to_stt_ms", "p99"), " ms")
+        add(f"N={n} streaming: end of speech → first audio p95", _get(row, "end_of_speech_to_first_audio_ms",
+                                                                     "p95"), " ms")
+        if row.get("held"):  # "One moment." came first: when the answer itself began
+            add(f"N={n} streaming: end of speech → the answer's first audio p95 ({row['held']} held)",
+                _get(row, "end_of_speech_to_answer_audio_ms", "p95"), " ms")
         add(
             f"N={n} streaming: server process CPU (% of one core)",
             row.get("server_cpu_pct_of_one_core"),

@@ -10,17 +10,24 @@ A `Sentence` is passed on right before the packet holding its first audio (the p
 with it); a sentence the TTS fails on becomes a `StageError` and the reply goes on with the next one. One
 renderer per turn: every reply starts with a fresh Opus encoder (reference §9.3, xinnan #863) and the padded
 last frame comes last.
+
+A reply's `Hold` (wren.pipeline.hold) is kept here, where it is known whether audio is late: while the
+first job waits past `hold.at` with no packet made, the hold phrase's ready packets go out first; the
+phrase's own `Sentence`, yielded by a silent engine's reply, is said from them without a job.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
 from wren.pipeline.downlink import DownlinkFormat, DownlinkRenderer
 from wren.pipeline.frames import Frame, Packet, Sentence, StageError
+from wren.pipeline.hold import Hold
 from wren.pipeline.pacer import PlaybackPacer
 from wren.pipeline.stage import Push, Stage
 from wren.pipeline.timing import TurnTiming
@@ -49,11 +56,12 @@ class SynthesiseStage(Stage):
     name = "synthesise"
 
     def __init__(self, tts: Any, fmt: DownlinkFormat, scheduler: TtsScheduler | Executor,
-                 timing: TurnTiming | None = None, *, pacer: PlaybackPacer | None = None, name: str = ""
-                 ) -> None:
+                 timing: TurnTiming | None = None, *, pacer: PlaybackPacer | None = None, name: str = "",
+                 hold: Hold | None = None) -> None:
         """`scheduler`: the process's TtsScheduler (a bare executor gets a private one: tests, tools).
         `pacer`: the turn's playback clock, for the deadlines of later chunks; without one every chunk
-        is due now (first come, first served, as a plain executor would run them)."""
+        is due now (first come, first served, as a plain executor would run them). `hold`: the reply's
+        hold phrase, said if its first audio is late (module docstring)."""
         self._tts = tts  # a TtsEngine: sample_rate, synthesize(text) → iterator of PCM chunks
         self._renderer = DownlinkRenderer(tts.sample_rate, fmt)
         self._scheduler = scheduler if isinstance(scheduler, TtsScheduler) else TtsScheduler(scheduler, 1)
@@ -61,6 +69,8 @@ class SynthesiseStage(Stage):
         self._pacer = pacer
         self._frame_s = fmt.frame_ms / 1000
         self._name = name
+        self._fmt = fmt
+        self._hold = hold
         self._packets_made = 0
         self._jobs = 0
         # Sentences whose audio has not yet filled a frame: announced right before the packet that holds
@@ -80,11 +90,17 @@ class SynthesiseStage(Stage):
         if not isinstance(frame, Sentence):
             await push(frame)
             return
+        hold = self._hold
+        if hold is not None and frame is hold.sentence:  # a silent engine's reply: the hold phrase now
+            if hold.said or await self._say_hold(push):
+                return
+            hold.said = True  # no packets to say it from: synthesised below, like any sentence
         self._unannounced.append(frame)
         try:
             chunks = iter(self._tts.synthesize(frame.text))
             while True:
-                packets, done = await self._run(_next_packets, chunks, self._renderer, self._timing)
+                packets, done = await self._held_back(
+                    self._run(_next_packets, chunks, self._renderer, self._timing), push)
                 await self._push_packets(packets, push)
                 if done:
                     return
@@ -96,6 +112,39 @@ class SynthesiseStage(Stage):
 
     async def flush(self, push: Push) -> None:
         await self._push_packets(await self._run(self._renderer.flush), push)
+
+    async def _held_back(self, job: Awaitable[Any], push: Push) -> Any:
+        """`await job`; but while the reply's first audio is late past `hold.at`, its hold phrase goes out
+        first (from ready packets: it needs no worker)."""
+        hold = self._hold
+        if hold is None or hold.said or self._packets_made or hold.audio is None:
+            return await job
+        waiting = asyncio.ensure_future(job)
+        try:
+            done, _ = await asyncio.wait({waiting}, timeout=max(0.0, hold.at - time.monotonic()))
+            if not done and not hold.said:
+                await self._say_hold(push)
+            return await waiting
+        finally:
+            waiting.cancel()  # only if this turn was cancelled meanwhile: its job must leave the queue
+
+    async def _say_hold(self, push: Push) -> bool:
+        """Push the hold phrase's sentence and ready packets; False (nothing pushed) without packets."""
+        hold = self._hold
+        assert hold is not None
+        packets = hold.audio.packets(self._fmt) if hold.audio is not None else None
+        if not packets:
+            return False
+        hold.said = True
+        log.info("%s: no reply audio by its bound; saying %r first", self._name, hold.text)
+        if self._timing is not None:
+            self._timing.mark("hold_sent")
+        await push(hold.sentence)
+        for packet in packets:
+            await push(Packet(packet))
+        # Packets the device will play before the answer's: later chunks' deadlines count them.
+        self._packets_made += len(packets)
+        return True
 
     def cancel(self) -> None:
         """The turn is over: none of its jobs may still wait for a worker."""

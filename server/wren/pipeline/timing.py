@@ -37,6 +37,7 @@ TURN_STAGES = (
     "started",  # the reply worker began the turn
     "stt_sent",
     "first_sentence",  # the engine's first clause came out of the sentence splitter
+    "hold_sent",  # the answer was late: its hold phrase went to the pacer (wren.pipeline.hold), if at all
     "tts_started",  # a speak worker began its first synthesis job (after the TTS scheduler's queue)
     "tts_first_pcm",  # TTS produced the first PCM chunk of the reply
     "first_packet",  # ... and it was resampled and encoded into the first packets
@@ -81,8 +82,10 @@ class TurnTiming:
             "tts_first_audio": span("first_sentence", "tts_first_pcm"),
             "tts_wait": span("first_sentence", "tts_started"),  # part of tts_first_audio: for a worker
             "encode": span("tts_first_pcm", "first_packet"),
-            "send": span("first_packet", "first_audio_sent"),
+            # Held: the first audio sent was the hold phrase's, not the answer's first packet.
+            "send": None if "hold_sent" in s else span("first_packet", "first_audio_sent"),
             "input_end_to_first_audio": span("input_end", "first_audio_sent"),
+            "input_end_to_hold": span("input_end", "hold_sent"),
         }
 
     def finish(self, cancelled: bool = False) -> dict:

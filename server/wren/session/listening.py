@@ -49,6 +49,12 @@ class Listener:
         self.bad_packets = 0
         self._awaiting_words = 0  # utterances over whose words are still being decoded
 
+    def speech_ended_at(self, utterance: Utterance) -> float:
+        """When the person stopped speaking (time.monotonic()): a VAD-ended utterance ended `silence_ms`
+        after its last speech; any other when it ended (`listen stop`, the length bound)."""
+        silence_s = self._vad.silence_ms / 1000 if utterance.reason is InputEnd.SILENCE else 0.0
+        return utterance.ended_at - silence_s
+
     def configure(self, decoder: Any, device_rate: int, bias: Bias | None) -> None:
         """The device's uplink format, from its hello; the next `begin` uses it."""
         self._decoder, self._rate, self._bias = decoder, device_rate, bias

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from wren.agent.events import Emotion, TextChunk
 from wren.agent.messages import InboundMessage
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.frames import EmotionFrame, Frame, Sentence, TextDelta
+from wren.pipeline.hold import HOLD_PHRASE, Hold, HoldAudio
 from wren.pipeline.pace import PaceStage, TurnEnded
 from wren.pipeline.pacer import PlaybackPacer
 from wren.pipeline.respond import RespondStage
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 AGENT_FRAMES = 64  # text deltas and emotions waiting for the sentence splitter
 SENTENCES = 16  # sentences waiting for TTS
 PACKET_AHEAD_MS = 3000  # encoded audio waiting for the pacer (beyond the pacer's own pre-buffer)
-HOLD_PHRASE = "One moment."  # said when the engine is slow to begin (`[agent] hold_phrase_after_ms`)
+__all__ = ["HOLD_PHRASE", "ReplyContext", "ReplyTurn", "TurnRequest"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class TurnRequest:
     prompt_text: str | None = None  # words the session decided to speak (empty-input prompts, timers)
     close_after: bool = False  # give-up: close the connection once this is spoken
     typed: bool = False  # user_text was typed (`listen detect`), not recognised from speech
+    heard_at: float | None = None  # time.monotonic() when the person stopped speaking (speech only)
     announcement: bool = False  # spoken unprompted (a timer): bounded on its own, never pushed out
 
 
@@ -70,7 +73,8 @@ class ReplyContext:
     on_audio: Callable[[], None]  # outgoing speech is activity (reference §10 row 12)
     timing_sink: TimingSink | None = None  # gets each turn's timing record when the turn ends
     tts_scheduler: TtsScheduler | None = None  # shared by all sessions; None: a private one per turn
-    hold_phrase_after_s: float = 0.0  # engine silent this long: HOLD_PHRASE first (0 = never)
+    hold_phrase_after_s: float = 0.0  # no answer audio this long: HOLD_PHRASE first (0 = never)
+    hold_audio: HoldAudio | None = None  # its packets (shared by all sessions), for a reply held by synthesis
 
 
 class _TurnSink:
@@ -103,7 +107,7 @@ class ReplyTurn:
         self.spoken: list[str] = []  # sentences whose audio started going out
         self._agent_turn: Any = None  # the agent's turn, once the agent was asked
         self._agent_done = False
-        self._held = False  # HOLD_PHRASE went to the pipeline before the answer
+        self._hold: Hold | None = None  # this reply's hold phrase, for an answer to a person
         source = "prompt" if request.user_text is None else "text" if request.typed else "speech"
         self.timing = TurnTiming(ctx.device_id, source, turn_id, sink=ctx.timing_sink,
                                  heard=request.user_text or "")
@@ -145,12 +149,16 @@ class ReplyTurn:
     async def _speak(self) -> None:
         ctx = self.ctx
         fmt = ctx.downlink
+        if self.request.user_text is not None and ctx.hold_phrase_after_s > 0:
+            # Someone asked and waits: past the bound, with no answer audio yet, they hear HOLD_PHRASE.
+            since = self.request.heard_at or time.monotonic()
+            self._hold = Hold.after(ctx.hold_phrase_after_s, since, ctx.hold_audio)
         pacer = PlaybackPacer(fmt.frame_ms, ctx.prebuffer_frames)
         pace = PaceStage(_TurnSink(self), pacer, fmt.frame_ms, ctx.drain_margin_ms, self.timing)
         self.spoken = pace.spoken
         # The synthesise stage reads the pacer for its jobs' deadlines (how much audio is queued ahead).
         synthesise = SynthesiseStage(ctx.tts, fmt, ctx.tts_scheduler or ctx.speak_executor, self.timing,
-                                     pacer=pacer, name=f"{ctx.device_id}:{self.turn_id}")
+                                     pacer=pacer, name=f"{ctx.device_id}:{self.turn_id}", hold=self._hold)
         pipeline = Pipeline(
             [RespondStage(self.timing), synthesise, pace],
             [AGENT_FRAMES, SENTENCES, max(16, PACKET_AHEAD_MS // fmt.frame_ms)],
@@ -179,15 +187,13 @@ class ReplyTurn:
         self._agent_turn = ctx.agent.begin_turn(msg, device_tools=ctx.device_tools())
         turn = self._agent_turn
         events = aiter(turn)
-        loop = asyncio.get_running_loop()
-        # Until the first words: past this moment the hold phrase is said (None: never, or said already).
-        hold_at = loop.time() + ctx.hold_phrase_after_s if ctx.hold_phrase_after_s > 0 else None
+        hold = self._hold  # until the engine's first words: at `hold.at` the hold phrase is said
         while True:
-            if hold_at is not None and not await turn.ready(max(0.0, hold_at - loop.time())):
-                hold_at, self._held = None, True  # a person hears that they were heard, not silence
-                log.info("%s: %s: no words from the engine in %.1f s; saying %r first", ctx.outbox.name,
-                         self, ctx.hold_phrase_after_s, HOLD_PHRASE)
-                yield Sentence(HOLD_PHRASE)
+            if hold is not None and not hold.said and not await turn.ready(hold.at - time.monotonic()):
+                log.info("%s: %s: no words from the engine by the bound (%.1f s); saying %r first",
+                         ctx.outbox.name, self, ctx.hold_phrase_after_s, hold.text)
+                yield hold.sentence  # a person hears that they were heard, not silence
+                hold = None
             event = await anext(events, None)
             if event is None:
                 break
@@ -195,13 +201,14 @@ class ReplyTurn:
                 yield EmotionFrame(event.name)
             elif isinstance(event, TextChunk):
                 if event.text.strip():
-                    hold_at = None
+                    hold = None  # words: from here the synthesise stage knows whether audio is late
                 yield TextDelta(event.text)
         self._agent_done = True
 
     def answer_spoken(self) -> str:
         """What the person heard of the answer itself (the hold phrase is not part of it)."""
-        spoken = self.spoken[1:] if self._held and self.spoken[:1] == [HOLD_PHRASE] else self.spoken
+        held = self._hold is not None and self._hold.said
+        spoken = self.spoken[1:] if held and self.spoken[:1] == [self._hold.text] else self.spoken
         return " ".join(spoken)
 
     async def _interrupt_agent(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from wren.config import Config
 from wren.pipeline.batched_executor import BatchedExecutor
+from wren.pipeline.hold import HoldAudio
 from wren.pipeline.timing import TimingSink
 from wren.pipeline.tts_scheduler import TtsScheduler
 
@@ -53,10 +54,14 @@ class SessionServices:
     # Orders the synthesis jobs of all sessions on the speak workers by deadline
     # (wren.pipeline.tts_scheduler); one per process. Made here from `speak_executor` if none is given.
     tts_scheduler: TtsScheduler | None = None
+    # The hold phrase's packets per downlink format (wren.pipeline.hold); one per process. Made here.
+    hold_audio: HoldAudio | None = None
 
     def __post_init__(self) -> None:
         if self.tts_scheduler is None:
             self.tts_scheduler = TtsScheduler(self.speak_executor, self.config.server.speak_workers)
+        if self.hold_audio is None:
+            self.hold_audio = HoldAudio(self.speech.tts)
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words

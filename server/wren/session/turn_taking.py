@@ -189,7 +189,8 @@ class TurnTaking:
             return
         decision = self.decider.decide(utterance.text, mode, utterance.heard_speech, self._keep_socket())
         if isinstance(decision, Reply):
-            self.replies.queue(TurnRequest(user_text=decision.text), stamps)
+            heard_at = self.listener.speech_ended_at(utterance)
+            self.replies.queue(TurnRequest(user_text=decision.text, heard_at=heard_at), stamps)
             return
         log.info("%s: empty turn → %s", self.name, decision)
         if isinstance(decision, Prompt | GiveUp):

@@ -43,6 +43,7 @@ TURN_STAGES = (
     "encode",
     "send",
     "input_end_to_first_audio",
+    "input_end_to_hold",
 )
 STAGE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0)
 LAG_BUCKETS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
