@@ -86,6 +86,30 @@ async def test_waiting_jobs_run_earliest_deadline_first_whatever_their_arrival(p
     assert names(scheduler) == ["blocker", "urgent", "soon", "soon too", "late"]
 
 
+async def test_a_cheap_job_goes_ahead_of_due_synthesis_but_is_released_no_earlier(pool):
+    clock = FakeClock()
+    scheduler = TtsScheduler(pool, workers=1, clock=clock)
+    blocker = Blocker()
+    busy = asyncio.ensure_future(scheduler.run(blocker, deadline=clock.now, name="blocker"))
+    await eventually(lambda: scheduler.running == 1)
+    ran: list[str] = []
+    jobs = [asyncio.ensure_future(scheduler.run(ran.append, name, deadline=clock.now + due, name=name,
+                                                cheap=cheap))
+            for name, due, cheap in (("synthesis due", -1.0, False), ("cached phrase", 0.0, True),
+                                     ("synthesis", 0.0, False))]
+    # A cheap job due later is held until its own release, however early its place in the queue.
+    held = asyncio.ensure_future(scheduler.run(ran.append, "cached later", deadline=clock.now + 3,
+                                               release=clock.now + 2, name="cached later", cheap=True))
+    await eventually(lambda: scheduler.waiting == 4)
+    blocker.release()
+    await asyncio.wait_for(asyncio.gather(busy, *jobs), 2)
+    assert ran == ["cached phrase", "synthesis due", "synthesis"]
+    assert not held.done()
+    clock.now += 2
+    scheduler.poke()
+    await asyncio.wait_for(held, 2)
+
+
 async def test_no_more_jobs_run_at_once_than_there_are_workers(pool):
     scheduler = TtsScheduler(pool, workers=2)
     blockers = [Blocker() for _ in range(3)]
@@ -191,7 +215,7 @@ async def test_a_failing_job_raises_in_its_waiter_and_the_next_still_runs(pool):
 
 
 class ScriptedTts:
-    sample_rate = 16000
+    name, sample_rate = "scripted", 16000
 
     def __init__(self, frames: dict[str, int]) -> None:
         self.frames = frames
@@ -302,3 +326,25 @@ async def test_refused_synthesis_costs_that_sentence_only(pool):
     assert isinstance(push.frames[0].error, TtsOverloaded)
     blocker.release()
     await asyncio.gather(busy, filler)
+
+
+async def test_a_reply_that_begins_with_a_cached_phrase_starts_ahead_of_others_waiting_for_synthesis(pool):
+    from wren.speech.tts.phrase_cache import PhraseCache
+
+    clock = FakeClock()
+    scheduler = TtsScheduler(pool, workers=1, clock=clock)
+    tts = PhraseCache(ScriptedTts({"Okay.": 2, "It is three o'clock.": 2, "A long answer.": 2}))
+    tts.warm(["Okay."])
+    blocker = Blocker()  # the one speak worker is busy
+    busy = asyncio.ensure_future(scheduler.run(blocker, deadline=clock.now, name="blocker"))
+    await eventually(lambda: scheduler.running == 1)
+    first, _ = stage(scheduler, tts, clock, "first")
+    cached, _ = stage(scheduler, tts, clock, "cached")
+    waiting = asyncio.ensure_future(first.process(Sentence("A long answer."), Collect()))
+    await eventually(lambda: scheduler.waiting == 1)
+    clock.now += 0.5  # asked later than the first device
+    quick = asyncio.ensure_future(cached.process(Sentence("Okay."), Collect()))
+    await eventually(lambda: scheduler.waiting == 2)
+    blocker.release()
+    await asyncio.wait_for(asyncio.gather(busy, waiting, quick), 2)
+    assert names(scheduler)[:3] == ["blocker", "cached", "first"]

@@ -90,3 +90,10 @@ def test_the_builtin_agents_varying_replies_start_with_a_warmed_first_clause():
         assert first in fixed
     assert SentenceSplitter().feed("Nice to meet you, Alice. I'll remember your name.")[0] in fixed
     assert "Okay," in fixed
+
+
+def test_a_text_starts_cached_when_it_or_its_first_clause_is_in_the_cache():
+    cache = PhraseCache(CountingVoice())
+    cache.warm(["Okay.", "Sure,"])
+    assert cache.starts_cached("Okay.") and cache.starts_cached("Sure, a timer for ten minutes.")
+    assert not cache.starts_cached("It's three o'clock.") and not cache.starts_cached("Okay then.")

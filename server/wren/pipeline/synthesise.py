@@ -96,11 +96,14 @@ class SynthesiseStage(Stage):
                 return
             hold.said = True  # no packets to say it from: synthesised below, like any sentence
         self._unannounced.append(frame)
+        starts_cached = getattr(self._tts, "starts_cached", None)  # a phrase cache: its first chunk is cheap
+        cheap = starts_cached is not None and starts_cached(frame.text)
         try:
             chunks = iter(self._tts.synthesize(frame.text))
             while True:
                 packets, done = await self._held_back(
-                    self._run(_next_packets, chunks, self._renderer, self._timing), push)
+                    self._run(_next_packets, chunks, self._renderer, self._timing, cheap=cheap), push)
+                cheap = False
                 await self._push_packets(packets, push)
                 if done:
                     return
@@ -150,11 +153,11 @@ class SynthesiseStage(Stage):
         """The turn is over: none of its jobs may still wait for a worker."""
         self._scheduler.cancel_turn(self)
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., Any], *args: Any, cheap: bool = False) -> Any:
         deadline, release = self._due()
         chunk, self._jobs = self._jobs, self._jobs + 1
         return await self._scheduler.run(fn, *args, deadline=deadline, release=release, turn=self,
-                                         name=self._name, chunk=chunk)
+                                         name=self._name, chunk=chunk, cheap=cheap)
 
     def _due(self) -> tuple[float, float]:
         """(deadline, release) of the next job: when playback would reach the audio it makes."""

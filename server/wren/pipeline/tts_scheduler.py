@@ -13,6 +13,11 @@ wren.pipeline.synthesise) carries two times, both on the monotonic clock:
   worker happens to be free: a worker busy with audio nobody needs for seconds is a worker another
   device's first clause would wait for (a job cannot be pre-empted once it runs).
 
+A job known to take milliseconds (a reply's first chunk from the TTS phrase cache: resample and encode
+only) is ordered as if due `CHEAP_AHEAD_S` earlier. On a full box a reply that begins with a cached phrase
+then starts at once instead of waiting seconds behind other replies' synthesis, and each such job delays
+those by a few milliseconds only.
+
 Of the released jobs the one with the earliest deadline runs next (ties: first submitted). At most
 `workers` jobs run at once, one per executor thread, so the executor's own FIFO never holds a backlog:
 every ordering decision is made here, with the deadlines in hand.
@@ -47,6 +52,7 @@ log = logging.getLogger(__name__)
 
 PLAYBACK_LEAD_S = 1.0  # a later sentence is due this long before the device's playback reaches it
 RELEASE_AHEAD_S = 2.0  # ... and may start at most this long before it is due (≤ 3 s ahead of playback)
+CHEAP_AHEAD_S = 5.0  # a cheap job's place in the queue: as if due this much earlier (module docstring)
 MAX_JOBS = 1024  # jobs waiting; past it the least urgent is refused (module docstring)
 TRACE_JOBS = 512  # jobs started, kept for tests and post-mortems
 
@@ -108,9 +114,11 @@ class TtsScheduler:
         return self._waiting
 
     async def run(self, fn: Callable[..., Any], *args: Any, deadline: float, release: float | None = None,
-                  turn: Any = None, name: str = "", chunk: int = 0) -> Any:
-        """Run `fn(*args)` on a speak worker when its turn comes; returns (or raises) what it does."""
-        job = self.submit(fn, *args, deadline=deadline, release=release, turn=turn, name=name, chunk=chunk)
+                  turn: Any = None, name: str = "", chunk: int = 0, cheap: bool = False) -> Any:
+        """Run `fn(*args)` on a speak worker when its turn comes; returns (or raises) what it does.
+        `cheap`: the job takes milliseconds (module docstring)."""
+        job = self.submit(fn, *args, deadline=deadline, release=release, turn=turn, name=name, chunk=chunk,
+                          cheap=cheap)
         try:
             return await job.future
         except asyncio.CancelledError:
@@ -118,10 +126,12 @@ class TtsScheduler:
             raise
 
     def submit(self, fn: Callable[..., Any], *args: Any, deadline: float, release: float | None = None,
-               turn: Any = None, name: str = "", chunk: int = 0) -> _Job:
+               turn: Any = None, name: str = "", chunk: int = 0, cheap: bool = False) -> _Job:
         loop = asyncio.get_running_loop()
         now = self.clock()
         release = now if release is None else min(release, deadline)  # none given: it may start at once
+        if cheap:
+            deadline -= CHEAP_AHEAD_S  # its place in the queue only: it is released no earlier
         job = _Job(deadline, next(self._seq), release, turn, name, chunk, now, fn, args, loop.create_future())
         if self._waiting >= self.max_jobs:
             victim = max(self._jobs(), default=job)
