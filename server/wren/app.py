@@ -19,10 +19,10 @@ from wren.agent.http import add_routes as add_chat_routes
 from wren.agent.timeparse import check_timezone_setting
 from wren.config import Config, ConfigError, package_version
 from wren.pipeline.batched_executor import BatchedExecutor
+from wren.pipeline.hold import HOLD_PHRASE
 from wren.pipeline.tts_scheduler import TtsScheduler
 from wren.privacy import log_transcripts
 from wren.session import SessionServices
-from wren.session.reply import HOLD_PHRASE
 from wren.session.services import normalise_phrase
 from wren.speech.codec import CodecError, make_encoder
 from wren.speech.priority import lower_this_thread
@@ -170,7 +170,7 @@ class WrenServer:
         fixed = getattr(self.agent.engine, "fixed_phrases", None)
         phrases = [*empty_prompts(), *(fixed() if callable(fixed) else [])]
         if self.config.agent.hold_phrase_after_ms > 0:
-            phrases.append(HOLD_PHRASE)  # said when an engine is slow to begin: it must start at once
+            phrases.append(HOLD_PHRASE)  # said when a reply is late: it must start at once, with no synthesis
         warming = loop.run_in_executor(None, warm, phrases, self._any_turn)
         warming.add_done_callback(_log_warm_failure)
 

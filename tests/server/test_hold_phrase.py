@@ -106,7 +106,7 @@ class SlowVoice:
 async def test_an_answer_waiting_for_synthesis_is_covered_by_one_moment_from_the_cache(
     speech: Any, slow_llm: ScriptedLLM, tmp_path: Any,
 ) -> None:
-    from wren.session.reply import HOLD_PHRASE
+    from wren.pipeline.hold import HOLD_PHRASE
     from wren.speech.tts.phrase_cache import PhraseCache
 
     tts = PhraseCache(SlowVoice(speech.tts.engine, "Slow words", 2.0))

@@ -24,7 +24,7 @@ from wren.agent.events import Emotion, TextChunk
 from wren.agent.messages import InboundMessage
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.frames import EmotionFrame, Frame, Sentence, TextDelta
-from wren.pipeline.hold import HOLD_PHRASE, Hold, HoldAudio
+from wren.pipeline.hold import Hold, HoldAudio
 from wren.pipeline.pace import PaceStage, TurnEnded
 from wren.pipeline.pacer import PlaybackPacer
 from wren.pipeline.respond import RespondStage
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 AGENT_FRAMES = 64  # text deltas and emotions waiting for the sentence splitter
 SENTENCES = 16  # sentences waiting for TTS
 PACKET_AHEAD_MS = 3000  # encoded audio waiting for the pacer (beyond the pacer's own pre-buffer)
-__all__ = ["HOLD_PHRASE", "ReplyContext", "ReplyTurn", "TurnRequest"]
 
 
 @dataclass(frozen=True)
