@@ -59,111 +59,109 @@ def hold_in(seconds: float, voice: CachedVoice) -> Hold:
     return Hold(time.monotonic() + seconds, HoldAudio(voice))
 
 
+class Rig:
+    """One reply's synthesise stage with its hold due in `seconds`, on a scheduler with one speak worker."""
+
+    def __init__(self, pool: ThreadPoolExecutor, seconds: float, voice: CachedVoice | None = None,
+                 timing: TurnTiming | None = None, scheduler: TtsScheduler | None = None, name: str = "a"
+                 ) -> None:
+        self.scheduler = scheduler or TtsScheduler(pool, workers=1)
+        self.voice = voice or CachedVoice()
+        self.hold = hold_in(seconds, self.voice)
+        self.synth = SynthesiseStage(self.voice, PCM_16K_60MS, self.scheduler, timing, name=name,
+                                     hold=self.hold)
+        self.push = Collect()
+        self._busy: tuple[Blocker, asyncio.Future] | None = None
+
+    def occupy_the_worker(self) -> None:
+        """Another device's synthesis takes the one speak worker until `free_the_worker()`."""
+        blocker = Blocker()
+        self._busy = (blocker, asyncio.ensure_future(self.scheduler.run(blocker, deadline=0.0)))
+
+    async def free_the_worker(self) -> None:
+        assert self._busy is not None
+        self._busy[0].release()
+        await self._busy[1]
+
+    def speak(self, text: str) -> asyncio.Future:
+        return asyncio.ensure_future(self.synth.process(Sentence(text), self.push))
+
+
 async def test_a_first_chunk_still_waiting_at_the_bound_is_preceded_by_the_hold_phrase(pool) -> None:
-    scheduler = TtsScheduler(pool, workers=1)
-    voice = CachedVoice()
-    hold = hold_in(0.15, voice)
     timing = TurnTiming("dev", "speech")
     timing.mark("input_end")
-    synth = SynthesiseStage(voice, PCM_16K_60MS, scheduler, timing, name="a", hold=hold)
-    busy = Blocker()  # every speak worker busy with another device's synthesis
-    other = asyncio.ensure_future(scheduler.run(busy, deadline=0.0))
-    push = Collect()
+    rig = Rig(pool, 0.15, timing=timing)
+    rig.occupy_the_worker()  # every speak worker busy with another device's synthesis
     asked = time.monotonic()
-    answer = asyncio.ensure_future(synth.process(Sentence("Answer."), push))
+    answer = rig.speak("Answer.")
 
-    await eventually(lambda: push.frames)
-    said_after = time.monotonic() - asked
-    assert 0.1 <= said_after < 1.0
-    assert texts(push.frames) == [HOLD_PHRASE] + ["2"] * HOLD_FRAMES  # the answer is still waiting
-    assert hold.said and not answer.done()
+    await eventually(lambda: rig.push.frames)
+    assert 0.1 <= time.monotonic() - asked < 1.0
+    assert texts(rig.push.frames) == [HOLD_PHRASE] + ["2"] * HOLD_FRAMES  # the answer is still waiting
+    assert rig.hold.said and not answer.done()
 
-    busy.release()
+    await rig.free_the_worker()
     await asyncio.wait_for(answer, 5)
-    await other
-    assert texts(push.frames) == [HOLD_PHRASE] + ["2"] * HOLD_FRAMES + ["Answer."] + ["1"] * ANSWER_FRAMES
+    assert texts(rig.push.frames) == [HOLD_PHRASE] + ["2"] * HOLD_FRAMES + ["Answer."] + ["1"] * ANSWER_FRAMES
     # The hold phrase's packets came from the cache on the loop (rendered once), not from a synthesis job.
-    assert voice.synthesized == [HOLD_PHRASE, "Answer."]
-    assert [started.turn for started in scheduler.trace] == ["", "a", "a"]  # the answer: its chunk, its end
+    assert rig.voice.synthesized == [HOLD_PHRASE, "Answer."]
+    assert [started.turn for started in rig.scheduler.trace] == ["", "a", "a"]  # the answer: chunk, end
     assert timing.split_ms()["input_end_to_hold"] is not None
 
 
 async def test_an_answer_made_in_time_is_never_held(pool) -> None:
-    scheduler = TtsScheduler(pool, workers=1)
-    voice = CachedVoice()
-    hold = hold_in(0.3, voice)
-    synth = SynthesiseStage(voice, PCM_16K_60MS, scheduler, name="a", hold=hold)
-    push = Collect()
-    await asyncio.wait_for(synth.process(Sentence("Answer."), push), 5)
+    rig = Rig(pool, 0.3)
+    await asyncio.wait_for(rig.speak("Answer."), 5)
     await asyncio.sleep(0.4)  # past the bound: the answer's audio came first, so nothing more is said
-    await synth.process(Sentence("More."), push)
-    assert texts(push.frames) == ["Answer."] + ["1"] * ANSWER_FRAMES + ["More."] + ["1"] * ANSWER_FRAMES
-    assert not hold.said
+    await rig.speak("More.")
+    assert texts(rig.push.frames) == ["Answer."] + ["1"] * ANSWER_FRAMES + ["More."] + ["1"] * ANSWER_FRAMES
+    assert not rig.hold.said
 
 
 async def test_a_silent_engines_hold_sentence_is_said_from_ready_packets_and_only_once(pool) -> None:
-    scheduler = TtsScheduler(pool, workers=1)
-    voice = CachedVoice()
-    hold = hold_in(0.0, voice)
-    synth = SynthesiseStage(voice, PCM_16K_60MS, scheduler, name="a", hold=hold)
-    push = Collect()
-    await synth.process(hold.sentence, push)  # what the reply's source yields at the bound
-    assert texts(push.frames) == [HOLD_PHRASE] + ["2"] * HOLD_FRAMES
-    assert not scheduler.trace and voice.synthesized == [HOLD_PHRASE]  # rendered from the cache, no job
-    busy = Blocker()  # the answer is late as well: it is not held a second time
-    other = asyncio.ensure_future(scheduler.run(busy, deadline=0.0))
-    answer = asyncio.ensure_future(synth.process(Sentence("Answer."), push))
+    rig = Rig(pool, 0.0)
+    await rig.synth.process(rig.hold.sentence, rig.push)  # what the reply's source yields at the bound
+    assert texts(rig.push.frames) == [HOLD_PHRASE] + ["2"] * HOLD_FRAMES
+    assert not rig.scheduler.trace and rig.voice.synthesized == [HOLD_PHRASE]  # from the cache, no job
+    rig.occupy_the_worker()  # the answer is late as well: it is not held a second time
+    answer = rig.speak("Answer.")
     await asyncio.sleep(0.3)
-    assert len(texts(push.frames)) == 1 + HOLD_FRAMES
-    busy.release()
+    assert len(texts(rig.push.frames)) == 1 + HOLD_FRAMES
+    await rig.free_the_worker()
     await asyncio.wait_for(answer, 5)
-    await other
-    assert texts(push.frames)[1 + HOLD_FRAMES:] == ["Answer."] + ["1"] * ANSWER_FRAMES
+    assert texts(rig.push.frames)[1 + HOLD_FRAMES:] == ["Answer."] + ["1"] * ANSWER_FRAMES
 
 
 async def test_without_the_phrase_in_the_cache_a_late_answer_is_not_held_and_a_silent_engines_is_synthesised(
     pool,
 ) -> None:
-    scheduler = TtsScheduler(pool, workers=1)
     voice = CachedVoice(hold_cached=False)
-    hold = hold_in(0.05, voice)
-    synth = SynthesiseStage(voice, PCM_16K_60MS, scheduler, name="a", hold=hold)
-    busy = Blocker()
-    other = asyncio.ensure_future(scheduler.run(busy, deadline=0.0))
-    push = Collect()
-    answer = asyncio.ensure_future(synth.process(Sentence("Answer."), push))
+    rig = Rig(pool, 0.05, voice)
+    rig.occupy_the_worker()
+    answer = rig.speak("Answer.")
     await asyncio.sleep(0.25)
-    assert push.frames == [] and not hold.said  # no packets to say it from: synthesis would wait too
-    busy.release()
+    assert rig.push.frames == [] and not rig.hold.said  # no packets to say it from: synthesis would wait too
+    await rig.free_the_worker()
     await asyncio.wait_for(answer, 5)
-    await other
 
-    silent = hold_in(0.0, voice)
-    synth = SynthesiseStage(voice, PCM_16K_60MS, scheduler, name="b", hold=silent)
-    push = Collect()
-    await synth.process(silent.sentence, push)
-    assert texts(push.frames) == [HOLD_PHRASE] + ["1"] * ANSWER_FRAMES  # synthesised like any sentence
-    assert silent.said and voice.synthesized[-1] == HOLD_PHRASE
+    silent = Rig(pool, 0.0, voice, scheduler=rig.scheduler, name="b")
+    await silent.synth.process(silent.hold.sentence, silent.push)
+    assert texts(silent.push.frames) == [HOLD_PHRASE] + ["1"] * ANSWER_FRAMES  # synthesised like any sentence
+    assert silent.hold.said and voice.synthesized[-1] == HOLD_PHRASE
 
 
 async def test_a_reply_cancelled_while_held_leaves_no_synthesis_job_waiting(pool) -> None:
-    scheduler = TtsScheduler(pool, workers=1)
-    voice = CachedVoice()
-    hold = hold_in(0.05, voice)
-    synth = SynthesiseStage(voice, PCM_16K_60MS, scheduler, name="a", hold=hold)
-    busy = Blocker()
-    other = asyncio.ensure_future(scheduler.run(busy, deadline=0.0))
-    push = Collect()
-    answer = asyncio.ensure_future(synth.process(Sentence("Answer."), push))
-    await eventually(lambda: hold.said)
-    assert scheduler.waiting == 1
+    rig = Rig(pool, 0.05)
+    rig.occupy_the_worker()
+    answer = rig.speak("Answer.")
+    await eventually(lambda: rig.hold.said)
+    assert rig.scheduler.waiting == 1
     answer.cancel()  # the person pressed the button during "One moment."
     with pytest.raises(asyncio.CancelledError):
         await answer
-    assert scheduler.waiting == 0
-    busy.release()
-    await other
-    assert "Answer." not in voice.synthesized and len(scheduler.trace) == 1  # only the other device's
+    assert rig.scheduler.waiting == 0
+    await rig.free_the_worker()
+    assert "Answer." not in rig.voice.synthesized and len(rig.scheduler.trace) == 1  # only the other device's
 
 
 def test_the_hold_phrases_packets_are_rendered_once_per_downlink_format() -> None:

@@ -67,15 +67,21 @@ def names(scheduler: TtsScheduler) -> list[str]:
     return [job.turn for job in scheduler.trace]
 
 
-# ---- the scheduler ----------------------------------------------------------------------------------
-
-
-async def test_waiting_jobs_run_earliest_deadline_first_whatever_their_arrival(pool):
+async def one_busy_worker(pool) -> tuple[FakeClock, TtsScheduler, Blocker, asyncio.Future]:
+    """A scheduler on a fake clock whose one speak worker is held by a "blocker" job until released."""
     clock = FakeClock()
     scheduler = TtsScheduler(pool, workers=1, clock=clock)
     blocker = Blocker()
     busy = asyncio.ensure_future(scheduler.run(blocker, deadline=clock.now, name="blocker"))
     await eventually(lambda: scheduler.running == 1)
+    return clock, scheduler, blocker, busy
+
+
+# ---- the scheduler ----------------------------------------------------------------------------------
+
+
+async def test_waiting_jobs_run_earliest_deadline_first_whatever_their_arrival(pool):
+    clock, scheduler, blocker, busy = await one_busy_worker(pool)
     ran: list[str] = []
     jobs = [asyncio.ensure_future(scheduler.run(ran.append, name, deadline=clock.now + due, name=name))
             for name, due in (("late", 3.0), ("urgent", -1.0), ("soon", 1.0), ("soon too", 1.0))]
@@ -87,11 +93,7 @@ async def test_waiting_jobs_run_earliest_deadline_first_whatever_their_arrival(p
 
 
 async def test_a_cheap_job_goes_ahead_of_due_synthesis_but_is_released_no_earlier(pool):
-    clock = FakeClock()
-    scheduler = TtsScheduler(pool, workers=1, clock=clock)
-    blocker = Blocker()
-    busy = asyncio.ensure_future(scheduler.run(blocker, deadline=clock.now, name="blocker"))
-    await eventually(lambda: scheduler.running == 1)
+    clock, scheduler, blocker, busy = await one_busy_worker(pool)
     ran: list[str] = []
     jobs = [asyncio.ensure_future(scheduler.run(ran.append, name, deadline=clock.now + due, name=name,
                                                 cheap=cheap))
@@ -331,13 +333,9 @@ async def test_refused_synthesis_costs_that_sentence_only(pool):
 async def test_a_reply_that_begins_with_a_cached_phrase_starts_ahead_of_others_waiting_for_synthesis(pool):
     from wren.speech.tts.phrase_cache import PhraseCache
 
-    clock = FakeClock()
-    scheduler = TtsScheduler(pool, workers=1, clock=clock)
-    tts = PhraseCache(ScriptedTts({"Okay.": 2, "It is three o'clock.": 2, "A long answer.": 2}))
+    tts = PhraseCache(ScriptedTts({"Okay.": 2, "A long answer.": 2}))
     tts.warm(["Okay."])
-    blocker = Blocker()  # the one speak worker is busy
-    busy = asyncio.ensure_future(scheduler.run(blocker, deadline=clock.now, name="blocker"))
-    await eventually(lambda: scheduler.running == 1)
+    clock, scheduler, blocker, busy = await one_busy_worker(pool)
     first, _ = stage(scheduler, tts, clock, "first")
     cached, _ = stage(scheduler, tts, clock, "cached")
     waiting = asyncio.ensure_future(first.process(Sentence("A long answer."), Collect()))
