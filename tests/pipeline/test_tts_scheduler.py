@@ -106,6 +106,8 @@ async def test_a_cheap_job_goes_ahead_of_due_synthesis_but_is_released_no_earlie
     blocker.release()
     await asyncio.wait_for(asyncio.gather(busy, *jobs), 2)
     assert ran == ["cached phrase", "synthesis due", "synthesis"]
+    started = {job.turn: job for job in scheduler.trace}
+    assert started["cached phrase"].deadline == clock.now  # its place moved, not its deadline (the trace)
     assert not held.done()
     clock.now += 2
     scheduler.poke()

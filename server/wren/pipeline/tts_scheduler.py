@@ -74,8 +74,9 @@ class Started:
 
 @dataclass(order=True)
 class _Job:
-    deadline: float
+    rank: float  # its place in the queue: the deadline, CHEAP_AHEAD_S earlier for a cheap job
     seq: int
+    deadline: float = field(compare=False)
     release: float = field(compare=False)
     turn: Any = field(compare=False)
     name: str = field(compare=False)
@@ -130,12 +131,12 @@ class TtsScheduler:
         loop = asyncio.get_running_loop()
         now = self.clock()
         release = now if release is None else min(release, deadline)  # none given: it may start at once
-        if cheap:
-            deadline -= CHEAP_AHEAD_S  # its place in the queue only: it is released no earlier
-        job = _Job(deadline, next(self._seq), release, turn, name, chunk, now, fn, args, loop.create_future())
+        rank = deadline - CHEAP_AHEAD_S if cheap else deadline  # its place in the queue, not its release
+        job = _Job(rank, next(self._seq), deadline, release, turn, name, chunk, now, fn, args,
+                   loop.create_future())
         if self._waiting >= self.max_jobs:
             victim = max(self._jobs(), default=job)
-            if job.deadline >= victim.deadline:
+            if job.rank >= victim.rank:
                 victim = job
             self.refused += 1
             log.warning("tts: %d synthesis jobs waiting; refusing the least urgent (%s)", self._waiting,
