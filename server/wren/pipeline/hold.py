@@ -3,7 +3,7 @@ admission control).
 
 A reply's first audio can be late for two reasons: the engine has said no word yet (a slow LLM, a slow
 tool), or its words wait for synthesis (every speak worker busy with other devices' replies on a full box).
-Either way the person hears `HoldAudio.text` once, `[agent] hold_phrase_after_ms` after they finished
+Either way the person hears `HOLD_PHRASE` once, `[agent] hold_phrase_after_ms` after they finished
 speaking, then the answer. `Hold` is one reply's promise of it; the synthesise stage keeps it
 (wren.pipeline.synthesise).
 
@@ -38,8 +38,7 @@ GRACE_S = 0.25
 class HoldAudio:
     """The hold phrase's packets per downlink format, rendered from the TTS phrase cache. One per server."""
 
-    def __init__(self, tts: Any, text: str = HOLD_PHRASE) -> None:
-        self.text = text
+    def __init__(self, tts: Any) -> None:
         self._tts = tts  # a wren.speech.tts engine; only a phrase cache (with `cached`) has the audio
         # Bound MAX_FORMATS; overflow policy: drop the least recently used format's packets.
         self._packets: OrderedDict[DownlinkFormat, tuple[bytes, ...]] = OrderedDict()
@@ -51,20 +50,20 @@ class HoldAudio:
             self._packets.move_to_end(fmt)
             return made
         cached = getattr(self._tts, "cached", None)
-        if cached is None or not cached(self.text):
+        if cached is None or not cached(HOLD_PHRASE):
             return None
         started = time.perf_counter()
         renderer = DownlinkRenderer(self._tts.sample_rate, fmt)
         out: list[bytes] = []
-        for pcm in self._tts.synthesize(self.text):  # from the cache: no synthesis
+        for pcm in self._tts.synthesize(HOLD_PHRASE):  # from the cache: no synthesis
             out.extend(renderer.render(pcm))
         out.extend(renderer.flush())
         made = tuple(out)
         self._packets[fmt] = made
         while len(self._packets) > MAX_FORMATS:
             self._packets.popitem(last=False)
-        log.info("hold phrase %r rendered for %s %d Hz / %d ms: %d packets in %.1f ms", self.text, fmt.format,
-                 fmt.sample_rate, fmt.frame_ms, len(made), (time.perf_counter() - started) * 1000)
+        log.info("hold phrase %r rendered for %s %d Hz / %d ms: %d packets in %.1f ms", HOLD_PHRASE,
+                 fmt.format, fmt.sample_rate, fmt.frame_ms, len(made), (time.perf_counter() - started) * 1000)
         return made
 
 
@@ -83,8 +82,7 @@ class Hold:
         """Due `bound_s` after `since` (the end of speech, or the request), and never sooner than GRACE_S
         from now."""
         now = time.monotonic() if now is None else now
-        text = audio.text if audio is not None else HOLD_PHRASE
-        return cls(max(since + bound_s, now + GRACE_S), audio, Sentence(text))
+        return cls(max(since + bound_s, now + GRACE_S), audio)
 
     @property
     def text(self) -> str:

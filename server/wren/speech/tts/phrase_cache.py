@@ -128,8 +128,7 @@ class PhraseCache:
     def starts_cached(self, text: str) -> bool:
         """Whether `synthesize(text)` begins with cached audio (the whole text, or its first clause): its
         first chunk then costs no synthesis."""
-        key = self._key(text)
-        return (key is not None and self._lookup(key) is not None) or self._lead_in(text)[0] is not None
+        return self.cached(text) or self._lead_in(text)[0] is not None
 
     def warm(self, replies: Iterable[str], busy: Callable[[], bool] | None = None) -> int:
         """Cache these replies' chunks as a reply would split them (blocking: run it in a thread): read from
