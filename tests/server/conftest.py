@@ -65,6 +65,10 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> Config:
     config.server.port = 0
     config.server.data_dir = str(tmp_path)
     config.auth.mode = "open"  # the tests of pairing and tokens ask for their mode (auth={...})
+    # "One moment." comes only when a reply's first audio is late, i.e. when the box is busy (the suite runs
+    # on several workers): a reply's words must not depend on that. tests/server/test_hold_phrase.py asks
+    # for it (agent={"hold_phrase_after_ms": ...}).
+    config.agent.hold_phrase_after_ms = 0
     for section, values in sections.items():
         for key, value in values.items():
             assert hasattr(getattr(config, section), key), f"{section}.{key}"

@@ -46,6 +46,8 @@ async def test_token_in_query_parameters_is_admitted(token_server):
         (sign_token("other-secret", "client-1", "02:00:00:00:00:01"), "bad token signature"),
         (sign_token(SECRET, "client-1", "02:00:00:00:00:01", ts=int(time.time()) - 7200), "expired"),
     ],
+    # Named, not shown: a token holds the time it was made, and every suite worker must collect the same ids.
+    ids=["none", "garbage", "another-device", "another-secret", "expired"],
 )
 async def test_rejected_token_closes_with_4401_and_a_clear_reason(token_server, token, reason):
     async with TestDevice(token_server.ws_url, "02:00:00:00:00:01", "client-1", token=token,

@@ -10,6 +10,7 @@ would make word assertions fail at random. The deterministic voice decodes as we
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from functools import lru_cache
 
@@ -45,7 +46,7 @@ def spoken(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms: int
     pad = lambda ms: bytes(sample_rate * ms // 1000 * 2)  # noqa: E731
     pcm = pad(lead_ms) + audio + pad(tail_ms)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # suite workers share the cache
     tmp.write_bytes(pcm)
     tmp.replace(path)
     return pcm

@@ -11,6 +11,7 @@ run pays for each sentence once.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import wave
 from functools import lru_cache
@@ -52,7 +53,7 @@ def store_padded(
     pad = lambda ms: np.zeros(sample_rate * ms // 1000, dtype=np.int16)  # noqa: E731
     pcm = np.concatenate([pad(lead_ms), audio, pad(tail_ms)]).astype("<i2").tobytes()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # suite workers share the cache
     tmp.write_bytes(pcm)
     tmp.replace(path)
     return pcm

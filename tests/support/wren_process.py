@@ -39,8 +39,11 @@ def wren_serve(
     log_path = data_dir / "server.log"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("WREN_")}
     # Open mode unless the test asks for another: pairing has its own tests (tests/server/test_pairing.py).
+    # No "One moment." unless asked: it comes only when a reply's first audio is late, i.e. when the box is
+    # busy (a fresh process's first synthesis, the suite's other workers), and a reply's words must not
+    # depend on that (tests/server/test_hold_phrase.py tests it).
     full_env.update({"WREN_SERVER_DATA_DIR": str(data_dir), "WREN_AUTH_MODE": "open", "PYTHONUNBUFFERED": "1",
-                     **(env or {})})
+                     "WREN_AGENT_HOLD_PHRASE_AFTER_MS": "0", **(env or {})})
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "wren.cli", "serve", "--host", host, "--port", "0"],
