@@ -136,8 +136,10 @@ class Device:
                     await self._start_listening()
         elif kind == "release" and s == LISTENING and self.mode == wire.MODE_MANUAL:
             self._mic(False)
-            await self.channel.send(messages.listen_stop(self.session_id))
+            # Idle before the send: a fast server's `tts start` can be read while `listen stop` is in
+            # flight, and must find the device idle (-> speaking), not be undone after it.
             self._set(IDLE)
+            await self.channel.send(messages.listen_stop(self.session_id))
         elif kind == "reopen" and s == IDLE and not self.channel.usable():  # a timer is pending (keeper)
             self._set(CONNECTING)
             self.keeper.reopened(await self.channel.open())

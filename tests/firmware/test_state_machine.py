@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.firmware.conftest import FIRMWARE, MpyProcess, micropython, write_config
+from tests.firmware.conftest import FIRMWARE, SCRIPTS, MpyProcess, micropython, write_config
 from tests.firmware.xiaozhi_script import SESSION, Conn, pcm_frame, serve, serving
 from tests.support.spoken import write_wav
 
@@ -346,3 +346,12 @@ async def test_stdin_button_starts_a_conversation(device_dir: Path) -> None:
         server.close()
         await server.wait_closed()
     assert "button: press (simulated)" in mp.output()
+
+
+async def test_a_reply_that_starts_while_listen_stop_is_being_sent_finds_the_device_speaking() -> None:
+    # A fast server's `tts start` can be read while the release's `listen stop` is still in flight (the
+    # socket's reader runs during the send's await): the device must not go idle after it and drop the reply.
+    async with micropython(str(SCRIPTS / "release_race.py")) as mp:
+        assert await mp.finish() == 0, mp.output()
+    assert "STATE speaking" in mp.output(), mp.output()
+    assert transitions(mp) == ["listening -> idle", "idle -> speaking"]
