@@ -58,7 +58,11 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 
 # The slowest tests are listed at the end of every run: the suite must stay under 20 minutes on 2 cores.
-PYTEST_ARGS ?= --durations=15
+# Most of its time is waiting (audio at real-time pace, servers, MicroPython), so TEST_WORKERS pytest-xdist
+# workers share the cores (0: one process), each taking one test file at a time (its module fixtures start
+# once). Measured on 2 cores: README, "Two commands".
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?= --durations=15 -n $(TEST_WORKERS) --dist loadfile
 test: $(DEV_STAMP) firmware-host
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
