@@ -151,11 +151,14 @@ class Device:
             if not await self.channel.open():
                 self._set(IDLE)
                 return
-        if await self.channel.send(messages.listen_start(self.session_id, self.mode)):
-            self._set(LISTENING)
-            self._mic(True)
-        else:
+        # Listening before the send, as on release: a `tts start` read while `listen start` is in flight
+        # (a timer going off as the button is pressed) must find the device listening, not be undone.
+        if not self._set(LISTENING):
+            return
+        if not await self.channel.send(messages.listen_start(self.session_id, self.mode)):
             self._set(IDLE)
+        elif self.state == LISTENING:
+            self._mic(True)
 
     def _mic(self, on):
         self.mic_open = on

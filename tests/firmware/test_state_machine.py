@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.firmware.conftest import FIRMWARE, SCRIPTS, MpyProcess, micropython, write_config
 from tests.firmware.xiaozhi_script import SESSION, Conn, pcm_frame, serve, serving
@@ -348,10 +349,19 @@ async def test_stdin_button_starts_a_conversation(device_dir: Path) -> None:
     assert "button: press (simulated)" in mp.output()
 
 
-async def test_a_reply_that_starts_while_listen_stop_is_being_sent_finds_the_device_speaking() -> None:
-    # A fast server's `tts start` can be read while the release's `listen stop` is still in flight (the
-    # socket's reader runs during the send's await): the device must not go idle after it and drop the reply.
-    async with micropython(str(SCRIPTS / "release_race.py")) as mp:
+
+@pytest.mark.parametrize(("event", "expected"), [
+    ("release", ["listening -> idle", "idle -> speaking"]),
+    ("press", ["idle -> listening", "listening -> speaking"]),
+])
+async def test_a_reply_that_starts_while_the_listen_message_is_being_sent_finds_the_device_speaking(
+    event: str, expected: list[str],
+) -> None:
+    # A `tts start` can be read while the button's `listen stop` / `listen start` is still in flight (the
+    # socket's reader runs during the send's await): a fast reply, or a timer going off as the person
+    # presses. The device must not undo it after the send (going idle, or listening with its mic open, and
+    # dropping the reply's audio).
+    async with micropython(str(SCRIPTS / "send_race.py"), event) as mp:
         assert await mp.finish() == 0, mp.output()
-    assert "STATE speaking" in mp.output(), mp.output()
-    assert transitions(mp) == ["listening -> idle", "idle -> speaking"]
+    assert "STATE speaking MIC 0" in mp.output(), mp.output()
+    assert transitions(mp) == expected
