@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from wren.config import TtsConfig
 from wren.speech.tts import load_tts
 from wren.speech.tts.phrase_cache import MAX_CHARS, PhraseCache
@@ -24,10 +22,8 @@ def test_the_default_engine_is_cached_and_a_repeated_phrase_is_not_synthesised_a
     engine = load_tts(TtsConfig(natural_variation=False))
     assert isinstance(engine, PhraseCache) and engine.name == "piper"
     first = b"".join(engine.synthesize("You're welcome."))
-    started = time.perf_counter()
     again = b"".join(engine.synthesize("You're welcome."))
-    assert again == first and engine.hits == 1
-    assert time.perf_counter() - started < 0.01
+    assert again == first and engine.hits == 1  # from the cache: counted, not timed (the box may be busy)
 
 
 def test_long_texts_are_synthesised_every_time():
