@@ -129,6 +129,10 @@ def _aggregate(turns: list[dict]) -> dict:
         "recognised_exactly": sum(
             1 for t in ok if (t.get("stt") or "").lower().strip(" .?!") == t["text"].lower()
         ),
+        # Replies whose first audio was "One moment." (wren.pipeline.hold: the answer was late, e.g. the
+        # first synthesis of a fresh server on a busy box). The device aborts at that first audio, so the
+        # answer's own TTS, encode and send stages have no time in these turns.
+        "held": sum(1 for t in ok if t.get("server_ms", {}).get("input_end_to_hold") is not None),
     }
     split = {
         k: summary([t["server_ms"][k] for t in ok if t.get("server_ms", {}).get(k) is not None])
@@ -229,7 +233,8 @@ def print_table(res: dict) -> None:
         print(
             f"{mode:7s} end of speech → first audio p50 {fmt(a['p50'])} / p95 {fmt(a['p95'])} / max "
             f"{fmt(a['max'])} ms; → stt p50 {fmt(s['p50'])} / p95 {fmt(s['p95'])} ms "
-            f"({r['answered']}/{r['turns']} answered)"
+            f"({r['answered']}/{r['turns']} answered" + (f", {r['held']} began with the hold phrase)"
+                                                        if r.get("held") else ")")
         )
         split = r["split_ms"]
         print("        split p50 (ms): " + ", ".join(f"{k} {fmt(v['p50'])}" for k, v in split.items()))
