@@ -22,7 +22,7 @@ PIP_QUIET       = $(if $(wildcard $@), --quiet)
 
 help:
 	@echo "make run    install the runtime dependencies into .venv and start the Wren server (embedded offline defaults)"
-	@echo "make test   add the [dev] and [firmware] extras and run the whole suite (ruff + pytest + MicroPython vectors)"
+	@echo "make test   add the [dev] and [firmware] extras and run the whole suite (ruff + pytest + MicroPython vectors) on TEST_WORKERS=4 workers"
 	@echo "make lint   ruff only"
 	@echo "make sim    MIC=question.wav: the real firmware under MicroPython against a server (docs/firmware.md)"
 	@echo "            CODEC=opus: on the Wren build (make firmware-host) instead of the stock unix port"
