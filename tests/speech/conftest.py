@@ -1,55 +1,26 @@
 """Speech engines are loaded once per test session (they are the slow part), like in the server.
 
-Spoken test input: piper speech, as tests/support/spoken.py makes it, but synthesised *deterministically*
-(piper's sampling noise off). piper's default output varies from run to run, and pocketsphinx hears
-"what can you do" as "what you need it" in roughly one synthesis of fifteen; with a fresh cache on CI that
-would make word assertions fail at random. The deterministic voice decodes as well as the natural one
-(10.9 % vs 9.6 % word errors on 30 sentences) and is cached in the same folder under its own key.
+Spoken test input: `spoken` is tests/support/spoken.py's `spoken_pcm`, piper speech synthesised
+*deterministically* (piper's sampling noise off). piper's default output varies from run to run, and
+pocketsphinx hears "what can you do" as "what you need it" in roughly one synthesis of fifteen; with a fresh
+cache on CI that would make word assertions fail at random. The deterministic voice decodes as well as the
+natural one (10.9 % vs 9.6 % word errors on 30 sentences).
 """
 
 from __future__ import annotations
-
-import hashlib
-import os
-import threading
-from functools import lru_cache
 
 import numpy as np
 import pytest
 from wren.config import AsrConfig, TtsConfig, VadConfig
 from wren.speech.asr import load_asr
-from wren.speech.resample import resample_all
 from wren.speech.tts import load_tts
-from wren.speech.tts.piper_engine import PiperEngine
 from wren.speech.vad import load_vad
 
-from tests.support.spoken import CACHE_DIR
+from tests.support.spoken import deterministic_voice, spoken_pcm  # noqa: F401 (imported from here too)
+
+spoken = spoken_pcm  # the speech tests' name for it
 
 CHUNK_60MS_16K = 16000 * 60 // 1000 * 2  # bytes of 16 kHz int16 PCM in one 60 ms device frame
-_synth_lock = threading.Lock()
-
-
-@lru_cache(maxsize=1)
-def deterministic_voice() -> PiperEngine:
-    return PiperEngine(deterministic=True)
-
-
-def spoken(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms: int = 300) -> bytes:
-    """16-bit mono PCM of `text` spoken by piper (deterministic) at `sample_rate`, silence around it."""
-    key = hashlib.sha1(f"{text}|{sample_rate}|{lead_ms}|{tail_ms}|joe-medium-det".encode()).hexdigest()[:16]
-    path = CACHE_DIR / f"{key}.pcm"
-    if path.exists():
-        return path.read_bytes()
-    with _synth_lock:
-        voice = deterministic_voice()
-        audio = resample_all(b"".join(voice.synthesize(text)), voice.sample_rate, sample_rate)
-    pad = lambda ms: bytes(sample_rate * ms // 1000 * 2)  # noqa: E731
-    pcm = pad(lead_ms) + audio + pad(tail_ms)
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # suite workers share the cache
-    tmp.write_bytes(pcm)
-    tmp.replace(path)
-    return pcm
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,8 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _engine():
+def deterministic_voice():
+    """piper's joe voice with its sampling noise off: the same sentence is the same audio every time."""
     from wren.speech.tts.piper_engine import PiperEngine
 
     return PiperEngine(deterministic=True)
@@ -38,7 +39,7 @@ def spoken_pcm(text: str, sample_rate: int = 16000, lead_ms: int = 300, tail_ms:
     if path.exists():
         return path.read_bytes()
     with _lock:
-        engine = _engine()
+        engine = deterministic_voice()
         audio = np.frombuffer(b"".join(engine.synthesize(text)), dtype="<i2")
         src_rate = engine.sample_rate
     return store_padded(path, audio, src_rate, sample_rate, lead_ms, tail_ms)
