@@ -349,7 +349,6 @@ async def test_stdin_button_starts_a_conversation(device_dir: Path) -> None:
     assert "button: press (simulated)" in mp.output()
 
 
-
 @pytest.mark.parametrize(("event", "expected"), [
     ("release", ["listening -> idle", "idle -> speaking"]),
     ("press", ["idle -> listening", "listening -> speaking"]),

@@ -230,11 +230,11 @@ def print_table(res: dict) -> None:
     for mode in ("manual", "auto"):
         r = res[mode]
         a, s = r["to_first_audio_ms"], r["to_stt_ms"]
+        held = f", {r['held']} began with the hold phrase" if r.get("held") else ""
         print(
             f"{mode:7s} end of speech → first audio p50 {fmt(a['p50'])} / p95 {fmt(a['p95'])} / max "
             f"{fmt(a['max'])} ms; → stt p50 {fmt(s['p50'])} / p95 {fmt(s['p95'])} ms "
-            f"({r['answered']}/{r['turns']} answered" + (f", {r['held']} began with the hold phrase)"
-                                                        if r.get("held") else ")")
+            f"({r['answered']}/{r['turns']} answered{held})"
         )
         split = r["split_ms"]
         print("        split p50 (ms): " + ", ".join(f"{k} {fmt(v['p50'])}" for k, v in split.items()))
