@@ -14,11 +14,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from wren.config import package_version
 from wren.transport.addresses import _fib_trie_locals, interface_addresses
 
+from tests.server.helpers import speak
 from tests.support.device import TestDevice
+from tests.support.metrics import samples
 from tests.support.wren_process import REPO, wren_serve
 
 
@@ -27,13 +28,7 @@ async def scrape(server) -> dict[str, float]:
     async with aiohttp.ClientSession() as http, http.get(server.http_url + "/metrics") as resp:
         assert resp.status == 200
         assert resp.content_type == "text/plain"
-        text = await resp.text()
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            samples[f"{sample.name}{{{labels}}}"] = sample.value
-    return samples
+        return samples(await resp.text())
 
 
 async def scrape_until(server, predicate, timeout: float = 10.0) -> dict[str, float]:
@@ -108,6 +103,28 @@ async def test_metrics_count_uplink_lag_spoken_turns_and_dropped_input(server):
     closed = await scrape_until(server, lambda s: connected_devices(s) == 0)
     for kind in ("before_hello", "malformed_json", "unknown_type", "binary_not_listening"):
         assert dropped(closed, kind) == 1, kind  # and kept once it has closed
+
+
+DECODES = [f'wren_asr_decodes_total{{class="{cls}"}}' for cls in ("urgent", "commit", "speculative")]
+DECODE_CPU = [name.replace("decodes_total", "decode_cpu_seconds_total") for name in DECODES]
+ENDS = [f'wren_asr_utterance_ends_total{{words="{how}"}}' for how in ("guessed", "decoded")]
+
+
+async def test_metrics_count_the_recognisers_decodes_their_cpu_and_how_each_utterance_got_its_words(server):
+    before = await scrape(server)
+    async with TestDevice(server.ws_url, mcp=False) as dev:
+        await dev.connect()
+        await speak(dev, "what time is it", "manual")
+        reply = await dev.next_reply(timeout=30)
+        assert reply.frames
+        after = await scrape_until(server, lambda s: sum(s[n] - before[n] for n in ENDS) == 1)
+
+    def grew(names: list[str]) -> float:
+        return sum(after[name] - before[name] for name in names)
+
+    assert grew(ENDS) == 1  # one utterance: its words were the guess at the pause, or decoded at its end
+    assert grew(DECODES) >= 1
+    assert grew(DECODE_CPU) > 0
 
 
 async def test_two_servers_keep_their_own_metrics(start_server, server):

@@ -21,6 +21,7 @@ from wren.speech.asr.moonshine.convert import cached_folder, is_complete
 from wren.speech.asr.moonshine.engine import DRAFT_EVERY_S, _Guess
 from wren.speech.asr.moonshine.model import Use, strip_wrapping_quotes, trim_repeats
 from wren.speech.asr.moonshine.scheduler import (
+    COMMIT,
     SPECULATIVE,
     SPILL_NICE,
     URGENT,
@@ -201,6 +202,40 @@ def test_a_spill_thread_takes_only_a_decode_someone_is_waiting_for():
         assert not guessed.wait(0.3)  # a guess waits for the steady thread, however long
         gate.set_result(None)
         guess.result(5)
+    finally:
+        if not gate.done():
+            gate.set_result(None)
+        scheduler.close()
+
+
+def test_the_scheduler_counts_decodes_run_and_their_cpu_by_class_not_those_cancelled_while_waiting():
+    scheduler = DecodeScheduler(threads=1)
+    gate: Future = Future()
+
+    def burn() -> int:
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
+        return 1
+
+    def fail() -> None:
+        raise ValueError("a bad window")
+
+    try:
+        busy = threading.Event()
+        scheduler.submit(lambda: (busy.set(), gate.result(10)), COMMIT)  # holds the only thread
+        assert busy.wait(5)
+        dropped = scheduler.submit(burn, SPECULATIVE)
+        assert dropped.cancel()  # superseded while waiting: it never runs
+        urgent = scheduler.submit(burn, URGENT)
+        failed = scheduler.submit(fail, SPECULATIVE)
+        gate.set_result(None)
+        assert urgent.result(5) == 1
+        with pytest.raises(ValueError):
+            failed.result(5)
+        assert scheduler.ran == {"urgent": 1, "commit": 1, "speculative": 1}
+        assert scheduler.cpu_seconds["urgent"] >= 0.02
+        assert scheduler.cpu_seconds["commit"] < 0.02  # waiting on the gate is not CPU
     finally:
         if not gate.done():
             gate.set_result(None)

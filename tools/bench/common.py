@@ -290,6 +290,19 @@ class ServerProcess:
                     total += child.memory_info().rss
         return int(total)
 
+    def metrics(self) -> dict[str, float]:
+        """The server's `/metrics` samples (tests/support/metrics.py); {} if they cannot be read (the
+        numbers derived from them are then left out, not faked)."""
+        import urllib.request
+
+        from tests.support.metrics import samples
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as resp:
+                return samples(resp.read().decode())
+        except OSError:
+            return {}
+
     def cpu_seconds(self) -> float:
         import psutil
 

@@ -336,6 +336,7 @@ def run_n(
         for i in range(n)
     ]
     log_offset = server.log_size()
+    metrics_before = server.metrics()
     tmp = Path(tempfile.mkdtemp(prefix="wren-bench-load-"))
     procs = []
     for w in range(workers):
@@ -389,7 +390,33 @@ def run_n(
         if len(uplink) >= n:
             break
         time.sleep(0.5)
-    return _aggregate(n, workers, results, uplink, server, log_offset, rss_peak, cpu_start, cpu_end)
+    out = _aggregate(n, workers, results, uplink, server, log_offset, rss_peak, cpu_start, cpu_end)
+    out["asr"] = asr_work(metrics_before, server.metrics(), out["utterances"])
+    return out
+
+
+ASR_CLASSES = ("urgent", "commit", "speculative")
+
+
+def asr_work(before: dict[str, float], after: dict[str, float], utterances: int) -> dict | None:
+    """The recogniser's work during the run, from the server's Moonshine counters: decodes and CPU seconds
+    by class, and decodes per utterance (a guess the speaker spoke past is CPU for nothing)."""
+    names = [f'wren_asr_decodes_total{{class="{c}"}}' for c in ASR_CLASSES]
+    if not all(name in before and name in after for name in names):
+        return None  # not Moonshine, or /metrics unreadable
+
+    def grew(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    out: dict[str, Any] = {}
+    for c in ASR_CLASSES:
+        out[c] = {"decodes": int(grew(f'wren_asr_decodes_total{{class="{c}"}}')),
+                  "cpu_s": round(grew(f'wren_asr_decode_cpu_seconds_total{{class="{c}"}}'), 1)}
+    out["ends_guessed"] = int(grew('wren_asr_utterance_ends_total{words="guessed"}'))
+    out["ends_decoded"] = int(grew('wren_asr_utterance_ends_total{words="decoded"}'))
+    if utterances:
+        out["decodes_per_utterance"] = round(sum(out[c]["decodes"] for c in ASR_CLASSES) / utterances, 2)
+    return out
 
 
 def _aggregate(
@@ -518,6 +545,13 @@ def print_table(res: dict) -> None:
             f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8} "
             f"{fmt(r.get('loop_on_core_pct'), '%') + '/' + fmt(r.get('loop_waiting_for_core_pct'), '%'):>14}"
         )
+    for r in res["rows"]:
+        asr = r.get("asr")
+        if asr:
+            by_class = ", ".join(f"{c} {asr[c]['decodes']} ({asr[c]['cpu_s']})" for c in ASR_CLASSES)
+            print(f"N = {r['n']}: Moonshine decodes (CPU s) {by_class}; "
+                  f"{asr.get('decodes_per_utterance')} per utterance; words from the guess at the pause "
+                  f"{asr['ends_guessed']}, decoded at the end {asr['ends_decoded']}")
 
 
 def main() -> int:

@@ -218,6 +218,26 @@ class _LiveCollector:
         yield CounterMetricFamily("wren_asr_speculative_dropped",
                                   "Moonshine speculative decodes dropped because too many were waiting.",
                                   value=getattr(scheduler, "dropped_speculative", 0))
+        ran, cpu = getattr(scheduler, "ran", None), getattr(scheduler, "cpu_seconds", None)
+        if ran is None or cpu is None:
+            return
+        decodes = CounterMetricFamily("wren_asr_decodes", "Moonshine decodes run, by class.",
+                                      labels=["class"])
+        seconds = CounterMetricFamily("wren_asr_decode_cpu_seconds",
+                                      "CPU seconds of the Moonshine decodes run, by class.", labels=["class"])
+        for label, count in ran.items():
+            decodes.add_metric([label], count)
+            seconds.add_metric([label], cpu.get(label, 0.0))
+        yield decodes
+        yield seconds
+        stats = getattr(asr, "stats", None)
+        if stats is not None:
+            ends = CounterMetricFamily(
+                "wren_asr_utterance_ends", "Utterances ended: words ready from the guess at the pause, or "
+                "decoded then (urgent).", labels=["words"])
+            ends.add_metric(["guessed"], stats.speculation_used)
+            ends.add_metric(["decoded"], stats.urgent_runs)
+            yield ends
 
 
 def _asr_streams(asr: Any) -> Iterator[Metric]:

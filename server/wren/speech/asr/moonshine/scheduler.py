@@ -29,6 +29,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -38,6 +39,7 @@ from wren.speech.priority import lower_this_thread
 log = logging.getLogger(__name__)
 
 URGENT, COMMIT, SPECULATIVE = 0, 1, 2
+CLASS_NAMES = ("urgent", "commit", "speculative")  # by priority, for counters
 MAX_WAITING_SPECULATIVE = 32  # guesses waiting for a decode thread; past it: drop the oldest guess
 SPILL_NICE = 5  # the spill threads' OS priority (Linux, per thread; wren.speech.priority); steady ones keep 0
 
@@ -82,6 +84,11 @@ class DecodeScheduler:
         self._max_speculative = max_speculative
         self._closed = False
         self.dropped_speculative = 0
+        # Per class name: decodes run to the end, and their CPU seconds (the decode threads' own time: ONNX
+        # Runtime runs each inference on the calling thread). `/metrics` shows them, e.g. how much of the
+        # recogniser's CPU goes to guesses the speaker then spoke past.
+        self.ran = dict.fromkeys(CLASS_NAMES, 0)
+        self.cpu_seconds = dict.fromkeys(CLASS_NAMES, 0.0)
         self._threads = [
             threading.Thread(target=self._run, args=(False,), name=f"wren-moonshine-{i}", daemon=True)
             for i in range(threads)
@@ -147,13 +154,24 @@ class DecodeScheduler:
                     if self._heap and (not spill or self._heap[0][0] == URGENT):
                         break
                     self._ready.wait()
-                _, _, future, fn = heapq.heappop(self._heap)
+                priority, _, future, fn = heapq.heappop(self._heap)
             if not future.set_running_or_notify_cancel():
                 continue  # cancelled while waiting (superseded or shed)
+            started = time.thread_time()
             try:
-                future.set_result(fn())
+                result = fn()
             except BaseException as exc:  # handed to whoever waits on the future
+                self._ran(priority, started)
                 future.set_exception(exc)
+                continue
+            self._ran(priority, started)  # counted before anyone waiting on the result wakes
+            future.set_result(result)
+
+    def _ran(self, priority: int, started: float) -> None:
+        spent, name = time.thread_time() - started, CLASS_NAMES[priority]
+        with self._ready:  # two threads may finish at once
+            self.ran[name] += 1
+            self.cpu_seconds[name] += spent
 
     def close(self) -> None:
         with self._ready:
