@@ -28,6 +28,7 @@ import contextlib
 import heapq
 import itertools
 import json
+import os
 import pickle
 import random
 import subprocess
@@ -301,6 +302,8 @@ def worker(spec_path: str, result_path: str) -> int:
     import psutil
 
     spec = json.loads(Path(spec_path).read_text())
+    if os.environ.get("WREN_BENCH_CLIENT_NICE"):  # experiment
+        os.nice(int(os.environ["WREN_BENCH_CLIENT_NICE"]))
     me = psutil.Process()
     cpu0 = sum(me.cpu_times()[:2])
     result = asyncio.run(_worker_main(spec))

@@ -124,7 +124,10 @@ class Uplink:
         self.mode = mode
         preroll = (vad_config.preroll_ms + vad_config.min_speech_ms) * ASR_RATE * 2 // 1000
         # In three parts, so that `feed_together` can run the VAD of many uplinks in one model call.
-        self._front = Chain([DecodeStage(decoder, device_rate), ResampleStage(device_rate)])
+        front: list[BlockingStage] = [DecodeStage(decoder, device_rate)]
+        if device_rate != ASR_RATE:  # a 16 kHz device (every official one) needs no stage, no copy per frame
+            front.append(ResampleStage(device_rate))
+        self._front = Chain(front)
         self._vad = VadStage(speech.vad.new_stream(room))
         self.detector = TurnDetector(vad_config, mode, room=self.room)
         self._back = Chain([
