@@ -247,6 +247,11 @@ def table_rows(res: dict) -> list[dict]:
         if row.get("loop_waiting_for_core_pct") is not None:  # Linux: the loop thread's schedstat
             add(f"N={n} streaming: event loop on a core / waiting for one (% of the time)",
                 f"{row['loop_on_core_pct']} / {row['loop_waiting_for_core_pct']}", " %")
+        asr = row.get("asr")
+        if asr and asr.get("decodes_per_utterance") is not None:  # Moonshine's counters (`/metrics`)
+            guesses, ends = asr["speculative"]["cpu_s"], asr["urgent"]["cpu_s"]
+            add(f"N={n} streaming: Moonshine decodes per utterance (CPU s of guesses / of end decodes)",
+                f"{asr['decodes_per_utterance']} ({guesses} / {ends})", "")
     mem = res.get("memory", {})
     if mem.get("rows") and "with_asr_workers_mb" in mem["rows"][0]:
         add("server RSS incl. ASR worker processes, 0 devices", mem["rows"][0]["with_asr_workers_mb"], " MB")
