@@ -127,11 +127,11 @@ firmware:
 # --json result> compares against that run instead (copy latest.json aside before a change).
 .PHONY: bench bench-quick
 
-bench: $(DEV_STAMP)
+bench: $(DEV_STAMP) firmware-host
 	@mkdir -p bench-results
 	$(BIN)/python tools/bench/run_all.py --json bench-results/latest.json $(if $(BEFORE),--before $(BEFORE))
 
-bench-quick: $(DEV_STAMP)
+bench-quick: $(DEV_STAMP) firmware-host
 	@mkdir -p bench-results
 	$(BIN)/python tools/bench/run_all.py --quick --json bench-results/quick.json
 

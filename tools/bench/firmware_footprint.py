@@ -34,14 +34,16 @@ from tools.bench.common import PYTHON, REPO, ServerProcess, write_json
 
 SIM = REPO / "tools" / "sim" / "run.py"
 MICROPYTHON = REPO / ".venv" / "bin" / "micropython"
+WREN_BUILD = REPO / ".cache" / "firmware-host" / "micropython"  # make firmware-host; tools/sim/run.py runs it
 QUESTION = "What time is it"
 HEAP_RE = re.compile(
     r"heap: high-water (\d+) bytes allocated.*live peak (\d+) bytes after turns, heap (\d+) bytes"
 )
 
 
-def sim_turn(url: str, wav: Path, out_dir: Path, heap_kw: int, timeout: float = 45.0) -> dict:
-    out = out_dir / f"reply-{heap_kw}.wav"
+def sim_turn(url: str, wav: Path, out_dir: Path, heap_kw: int, timeout: float = 45.0, codec: str = "pcm"
+             ) -> dict:
+    out = out_dir / f"reply-{codec}-{heap_kw}.wav"
     cmd = [
         PYTHON,
         str(SIM),
@@ -59,6 +61,8 @@ def sim_turn(url: str, wav: Path, out_dir: Path, heap_kw: int, timeout: float = 
         "1",
         "--timeout",
         str(timeout),
+        "--codec",
+        codec,
     ]
     started = time.monotonic()
     try:
@@ -116,7 +120,42 @@ def frame_cost(wav: Path, out_dir: Path, frames: int) -> dict:
     }
 
 
+def smallest_heap(url: str, wav: Path, out_dir: Path, quick: bool, codec: str) -> dict:
+    """Bisect -X heapsize for the smallest heap with which a full turn passes on one build."""
+    tries: list[dict] = []
+    default = sim_turn(url, wav, out_dir, 160, codec=codec)
+    tries.append(default)
+    if not default["passed"]:
+        why = f"no full turn even at 160wk: {default.get('why')}"
+        return {"status": "failed", "reason": why, "tries": tries}
+    lo, hi = 8, 160  # lo: assumed failing, hi: passing
+    step = 32 if quick else 4
+    best = default
+    while hi - lo > step:
+        mid = (lo + hi) // 2
+        res = sim_turn(url, wav, out_dir, mid, codec=codec)
+        tries.append(res)
+        if res["passed"]:
+            hi, best = mid, res
+        else:
+            lo = mid
+    return {
+        "status": "measured",
+        "min_heap_kb": hi,  # n of -X heapsize=<n>wk, i.e. KB on a 32-bit board
+        "resolution_kb": step,
+        "heap_peak_kb": round(best["high_water_bytes"] / 1024, 1) if "high_water_bytes" in best else None,
+        "live_peak_kb": round(best["live_peak_bytes"] / 1024, 1) if "live_peak_bytes" in best else None,
+        "at_default_160wk": {
+            k: default.get(k) for k in ("high_water_bytes", "live_peak_bytes", "heap_bytes")
+        },
+        "tries": tries,
+    }
+
+
 def run(quick: bool, server: ServerProcess | None = None) -> dict:
+    """The stock unix port with the PCM uplink (what `make deploy` puts on a stock MicroPython board) and,
+    when `make firmware-host` has built it, the Wren build with Opus (the firmware the 64 KB target is for:
+    `make flash` images)."""
     if not SIM.exists() or not MICROPYTHON.exists():
         return {"status": "pending", "reason": "tools/sim/run.py or .venv/bin/micropython missing"}
     from tests.support.spoken import spoken_wav
@@ -128,53 +167,26 @@ def run(quick: bool, server: ServerProcess | None = None) -> dict:
         with tempfile.TemporaryDirectory(prefix="wren-bench-fw-") as tmp:
             tmp_path = Path(tmp)
             wav = spoken_wav(QUESTION, tmp_path / "question.wav")
-            tries: list[dict] = []
-            default = sim_turn(server.ws_url, wav, tmp_path, 160)
-            tries.append(default)
-            if not default["passed"]:
-                return {
-                    "status": "failed",
-                    "reason": f"no full turn even at 160wk: {default.get('why')}",
-                    "tries": tries,
-                }
-            lo, hi = 8, 160  # lo: assumed failing, hi: passing
-            step = 32 if quick else 4
-            best = default
-            while hi - lo > step:
-                mid = (lo + hi) // 2
-                res = sim_turn(server.ws_url, wav, tmp_path, mid)
-                tries.append(res)
-                if res["passed"]:
-                    hi, best = mid, res
-                else:
-                    lo = mid
+            result = smallest_heap(server.ws_url, wav, tmp_path, quick, "pcm")
+            if result["status"] != "measured":
+                return result
+            if WREN_BUILD.exists():
+                result["opus"] = smallest_heap(server.ws_url, wav, tmp_path, quick, "opus")
+            else:
+                why = f"no Wren build at {WREN_BUILD}: make firmware-host"
+                result["opus"] = {"status": "pending", "reason": why}
             cost = frame_cost(wav, tmp_path, 20 if quick else 200)
     finally:
         if own:
             server.stop()
-    return {
-        "status": "measured",
-        "question": QUESTION,
-        "min_heap_kb": hi,  # n of -X heapsize=<n>wk, i.e. KB on a 32-bit board
-        "resolution_kb": step,
-        "heap_peak_kb": round(best.get("high_water_bytes", 0) / 1024, 1)
-        if "high_water_bytes" in best
-        else None,
-        "live_peak_kb": round(best.get("live_peak_bytes", 0) / 1024, 1)
-        if "live_peak_bytes" in best
-        else None,
-        "at_default_160wk": {
-            k: default.get(k) for k in ("high_water_bytes", "live_peak_bytes", "heap_bytes")
-        },
-        "frame_ms": round(
-            (cost.get("uplink_us_per_frame", 0) + cost.get("downlink_us_per_frame", 0)) / 1000, 3
-        )
-        if "error" not in cost
-        else None,
-        "allocs_per_frame": cost.get("allocs_bytes_per_frame"),
-        "frame_cost": cost,
-        "tries": tries,
-    }
+    result.update(
+        question=QUESTION,
+        frame_ms=round((cost.get("uplink_us_per_frame", 0) + cost.get("downlink_us_per_frame", 0)) / 1000, 3)
+        if "error" not in cost else None,
+        allocs_per_frame=cost.get("allocs_bytes_per_frame"),
+        frame_cost=cost,
+    )
+    return result
 
 
 def main() -> int:
@@ -183,10 +195,13 @@ def main() -> int:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     res = run(args.quick)
-    for t in res.get("tries", []):
-        verdict = "pass" if t["passed"] else "FAIL"
-        print(f"  heap {t['heap_kw']:>4}wk: {verdict} ({t['seconds']} s) {t.get('why', '')}")
-    print({k: v for k, v in res.items() if k != "tries"})
+    opus = res.get("opus") or {}
+    for build, tries in (("stock, pcm", res.get("tries", [])), ("wren, opus", opus.get("tries", []))):
+        for t in tries:
+            verdict = "pass" if t["passed"] else "FAIL"
+            print(f"  {build}: heap {t['heap_kw']:>4}wk: {verdict} ({t['seconds']} s) {t.get('why', '')}")
+    print({k: v for k, v in res.items() if k not in ("tries", "opus")})
+    print("wren, opus:", {k: v for k, v in opus.items() if k != "tries"})
     write_json(args.json, res)
     return 0
 
