@@ -45,6 +45,7 @@ from websockets.protocol import State
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from wren.pipeline.hold import HOLD_PHRASE
+from wren.speech.asr.moonshine.scheduler import CLASS_NAMES as ASR_CLASSES
 
 from shared_protocol import audio
 from tools.bench.common import (
@@ -396,9 +397,6 @@ def run_n(
     out = _aggregate(n, workers, results, uplink, server, log_offset, rss_peak, cpu_start, cpu_end)
     out["asr"] = asr_work(metrics_before, server.metrics(), out["utterances"])
     return out
-
-
-ASR_CLASSES = ("urgent", "commit", "speculative")
 
 
 def asr_work(before: dict[str, float], after: dict[str, float], utterances: int) -> dict | None:

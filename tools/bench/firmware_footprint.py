@@ -168,9 +168,7 @@ def run(quick: bool, server: ServerProcess | None = None) -> dict:
             tmp_path = Path(tmp)
             wav = spoken_wav(QUESTION, tmp_path / "question.wav")
             result = smallest_heap(server.ws_url, wav, tmp_path, quick, "pcm")
-            if result["status"] != "measured":
-                return result
-            if WREN_BUILD.exists():
+            if WREN_BUILD.exists():  # measured whatever the stock port did: the target is this build's
                 result["opus"] = smallest_heap(server.ws_url, wav, tmp_path, quick, "opus")
             else:
                 why = f"no Wren build at {WREN_BUILD}: make firmware-host"

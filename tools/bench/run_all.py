@@ -279,29 +279,24 @@ def table_rows(res: dict) -> list[dict]:
         if key in sc:
             add(f"speech: {key}", round(sc[key], 3), unit)
     fw = res.get("firmware", {}) or {}
-    if fw.get("status") != "measured":
-        status = f"{fw.get('status', 'error')}: {fw.get('reason') or fw.get('error') or ''}"[:90]
-        rows.append(
-            {
-                "metric": "firmware: smallest heap for a full turn",
-                "value": None,
-                "unit": "",
-                "target": "≤ 64 KB",
-                "status": status,
-            }
-        )
+    opus = fw.get("opus") or fw  # no Opus part: the phase as a whole did not get that far (its reason)
+
+    def not_measured(metric: str, part: dict, target: str = "") -> None:
+        status = f"{part.get('status', 'error')}: {part.get('reason') or part.get('error') or ''}"[:90]
+        rows.append({"metric": metric, "value": None, "unit": "", "target": target, "status": status})
+
+    # The 64 KB target is the Wren build's (Opus, `make flash`); the stock port with PCM is beside it.
+    if opus.get("status") == "measured":
+        add("firmware: smallest heap for a full turn, Wren build, Opus (-X heapsize=<n>wk)",
+            opus.get("min_heap_kb"), " KB", TARGETS["firmware_heap_kb"])
+        add("firmware: Wren build: heap high-water at that heap (host bytes, with garbage)",
+            opus.get("heap_peak_kb"), " KB")
     else:
-        # The 64 KB target is the Wren build's (Opus, `make flash`); the stock port with PCM is beside it.
-        opus = fw.get("opus") or {}
-        if opus.get("status") == "measured":
-            add("firmware: smallest heap for a full turn, Wren build, Opus (-X heapsize=<n>wk)",
-                opus.get("min_heap_kb"), " KB", TARGETS["firmware_heap_kb"])
-            add("firmware: Wren build: heap high-water at that heap (host bytes, with garbage)",
-                opus.get("heap_peak_kb"), " KB")
-        else:
-            rows.append({"metric": "firmware: smallest heap for a full turn, Wren build, Opus", "value": None,
-                         "unit": "", "target": "≤ 64 KB",
-                         "status": f"{opus.get('status', 'error')}: {opus.get('reason') or ''}"[:90]})
+        not_measured("firmware: smallest heap for a full turn, Wren build, Opus", opus,
+                     f"≤ {fmt(TARGETS['firmware_heap_kb'])} KB")
+    if fw.get("status") != "measured":
+        not_measured("firmware: smallest heap for a full turn, stock port, PCM", fw)
+    else:
         add("firmware: smallest heap for a full turn, stock port, PCM (-X heapsize=<n>wk)",
             fw.get("min_heap_kb"), " KB")
         add("firmware: stock port: heap high-water at that heap (host bytes, with garbage)",
