@@ -7,7 +7,7 @@ from wren.config import Config
 from wren.speech import SpeechStack
 from wren.speech.asr import AsrError
 from wren.speech.asr.workers import ProcessAsrEngine
-from wren.speech.vad import WebrtcVadModel
+from wren.speech.webrtc_vad import WebrtcVadModel
 
 
 def test_stack_loads_the_default_offline_engines_once_and_logs_load_times(caplog):

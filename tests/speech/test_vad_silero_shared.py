@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 from wren.config import VadConfig
-from wren.speech.vad import GATE_HANGOVER_WINDOWS, NOISE_BLOCK_WINDOWS, load_vad
+from wren.speech.vad import GATE_HANGOVER_WINDOWS, load_vad
+from wren.speech.vad_windows import NOISE_BLOCK_WINDOWS
 
 from tests.speech.conftest import spoken
 from tests.speech.test_vad import _noise, _probabilities_in_60ms_frames

@@ -45,7 +45,7 @@ from wren.pipeline.frames import (
     VoiceActivity,
 )
 from wren.pipeline.stage import BlockingStage
-from wren.speech.vad import NoiseFloor
+from wren.speech.vad_windows import NoiseFloor
 
 HYSTERESIS = 0.15
 

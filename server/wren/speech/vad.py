@@ -56,15 +56,14 @@ from typing import Protocol
 import numpy as np
 
 from wren.config import VadConfig
+from wren.speech.vad_windows import SAMPLE_RATE, NoiseFloor, WindowBuffer
+from wren.speech.webrtc_vad import WebrtcVadModel
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
 SILERO_MODEL_PATH = Path(__file__).with_name("models") / "silero_vad_16k_op15.onnx"
 GATE_HANGOVER_WINDOWS = 16  # 512 ms: quiet consonants and short pauses inside speech still reach the model
 GATE_LOOKBACK_WINDOWS = 8  # 256 ms of gated audio primes the recurrent state when the gate opens
-NOISE_BLOCK_WINDOWS = 16  # the noise floor is the quietest window of the last NOISE_BLOCKS blocks of 512 ms
-NOISE_BLOCKS = 4  # 2 s: long enough to span a phrase (words have quiet gaps), short enough to follow a room
 NOISE_GATE_CEILING_DBFS = -40.0  # the noise-following gate never rises above this: speech louder always opens
 
 
@@ -83,58 +82,6 @@ class VadModel(Protocol):
     window_ms: int
 
     def new_stream(self, room: NoiseFloor | None = None) -> VadStream: ...
-
-
-class NoiseFloor:
-    """Minimum statistics of window energy: the quietest window of the last ≈2 s, in blocks of 512 ms.
-
-    A minimum follows a steady room (fan, hum, hiss) from one block to the next, and speech barely moves it,
-    because every phrase has quiet gaps between its words. O(1) per window; unknown until one block is full.
-    """
-
-    def __init__(self) -> None:
-        # Bound NOISE_BLOCKS, policy: drop the oldest block's minimum (the room may have changed since).
-        self._minima: deque[float] = deque(maxlen=NOISE_BLOCKS)
-        self._block_min = float("inf")
-        self._in_block = 0
-
-    def add(self, mean_square: float) -> None:
-        self._block_min = min(self._block_min, mean_square)
-        self._in_block += 1
-        if self._in_block == NOISE_BLOCK_WINDOWS:
-            self._minima.append(self._block_min)
-            self._block_min, self._in_block = float("inf"), 0
-
-    @property
-    def mean_square(self) -> float | None:
-        """The floor (mean square of float samples), or None while the first block fills."""
-        return min(min(self._minima), self._block_min) if self._minima else None
-
-
-class _WindowBuffer:
-    """Accumulates PCM and yields whole windows; the remainder waits for the next call."""
-
-    def __init__(self, window_bytes: int) -> None:
-        self.window_bytes = window_bytes
-        self._buffer = bytearray()  # less than one window between calls: windows() takes every whole one
-
-    def windows(self, pcm: bytes) -> list[bytes]:
-        block = self.whole_windows(pcm)
-        size = self.window_bytes
-        return [block[i : i + size] for i in range(0, len(block), size)]
-
-    def whole_windows(self, pcm: bytes) -> bytes:
-        """The whole windows the buffer holds with `pcm` added, as one block (a multiple of a window)."""
-        if not self._buffer and len(pcm) % self.window_bytes == 0:
-            return pcm  # nothing held and nothing left over: no copy at all
-        self._buffer += pcm
-        end = len(self._buffer) // self.window_bytes * self.window_bytes
-        block = bytes(self._buffer[:end])
-        del self._buffer[:end]
-        return block
-
-    def clear(self) -> None:
-        self._buffer.clear()
 
 
 # ---------------------------------------------------------------- Silero
@@ -203,7 +150,7 @@ class SileroVadStream:
 
     def __init__(self, model: SileroVadModel, room: NoiseFloor | None = None) -> None:
         self._model = model
-        self._buffer = _WindowBuffer(SileroVadModel.window_samples * 2)
+        self._buffer = WindowBuffer(SileroVadModel.window_samples * 2)
         self._closed = False
         # The room, not the turn: kept across reset(), and handed from one utterance's stream to the next
         # (a fresh floor is unknown for 512 ms, and until then every window of room noise above the fixed
@@ -341,52 +288,6 @@ def score_together(plans: Sequence[VadPlan]) -> list[list[float]]:
         plan.stream._state = np.ascontiguousarray(state)
         out.append([0.0 if at is None else got[at] for at in plan.reported])
     return out
-
-
-# ---------------------------------------------------------------- webrtc
-
-
-class WebrtcVadModel:
-    engine = "webrtc"
-    window_ms = 30
-
-    def __init__(self, aggressiveness: int = 2) -> None:
-        import webrtcvad
-
-        self._webrtcvad = webrtcvad
-        self.aggressiveness = aggressiveness
-
-    def new_stream(self, room: NoiseFloor | None = None) -> WebrtcVadStream:  # webrtcvad has its own
-        return WebrtcVadStream(self._webrtcvad.Vad(self.aggressiveness))
-
-
-class WebrtcVadStream:
-    """webrtcvad's noise estimator starts from zero, so the first ≈90 ms of any signal (even -60 dBFS
-    hiss) read as speech; those settling windows are reported as 0.0. Speech that really starts at once
-    loses at most 90 ms of detection, which the session's pre-roll buffer covers."""
-
-    window_ms = WebrtcVadModel.window_ms
-    settle_windows = 3
-
-    def __init__(self, vad: object) -> None:
-        self._vad = vad
-        self._buffer = _WindowBuffer(SAMPLE_RATE * self.window_ms // 1000 * 2)
-        self._seen = 0
-
-    def process(self, pcm16k: bytes) -> list[float]:
-        out = []
-        for window in self._buffer.windows(pcm16k):
-            speech = self._vad.is_speech(window, SAMPLE_RATE)
-            self._seen += 1
-            out.append(1.0 if speech and self._seen > self.settle_windows else 0.0)
-        return out
-
-    def reset(self) -> None:
-        # webrtcvad has no reset; its noise estimate is worth keeping, only our buffer goes.
-        self._buffer.clear()
-
-    def close(self) -> None:
-        self._buffer.clear()
 
 
 def load_vad(config: VadConfig) -> SileroVadModel | WebrtcVadModel:
