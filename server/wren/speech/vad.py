@@ -176,6 +176,14 @@ class SileroVadStream:
         if not mean_squares:
             return plan
         gate = self._gate_level()  # from the floor before this call: a call is one or two windows
+        if not self._gate_open_for and max(mean_squares) < gate:
+            # Gated throughout (a quiet room: most frames of most devices): the loop below, per call.
+            self._noise.add(*mean_squares)
+            rows = block.copy()  # a copy: a view would keep the whole call's block (every stream's) alive
+            self._remember_gated(rows)
+            plan.reported.extend([None] * len(mean_squares))
+            self._context = rows[-1, -SileroVadModel.context_samples :].copy()
+            return plan
         for samples, mean_square in zip(block, mean_squares, strict=True):
             self._noise.add(mean_square)
             if mean_square >= gate:
@@ -184,7 +192,7 @@ class SileroVadStream:
                 self._gate_open_for = GATE_HANGOVER_WINDOWS + 1
             if self._gate_open_for == 0:
                 # A copy: a view would keep the whole call's block (every stream's windows) alive.
-                self._gated.append(samples.copy())
+                self._remember_gated(samples[np.newaxis].copy())
                 plan.reported.append(None)
             else:
                 self._gate_open_for -= 1
@@ -202,14 +210,26 @@ class SileroVadStream:
             return model.gate_mean_square
         return min(max(model.gate_mean_square, floor * model.noise_margin), model.gate_ceiling_mean_square)
 
+    def _remember_gated(self, rows: np.ndarray) -> None:
+        """Keep gated windows (rows) for the lead-in: whole calls' rows, as long as the ones after the oldest
+        call still make fewer than GATE_LOOKBACK_WINDOWS (policy: drop the oldest; only the most recent
+        lead-in primes the state)."""
+        self._gated.append(rows)
+        self._gated_windows += len(rows)
+        while self._gated_windows - len(self._gated[0]) >= GATE_LOOKBACK_WINDOWS:
+            self._gated_windows -= len(self._gated.popleft())
+
     def _prime_with_gated_windows(self, inputs: list[np.ndarray]) -> None:
-        """Let the network hear the quiet lead-in it skipped, so the state is what it would have been (their
-        scores are not reported: they were 0.0 already)."""
+        """Let the network hear the quiet lead-in it skipped (the last GATE_LOOKBACK_WINDOWS gated windows),
+        so the state is what it would have been (their scores are not reported: they were 0.0 already)."""
+        if not self._gated:
+            return
         context = self._gated_context
-        for samples in self._gated:
+        for samples in np.concatenate(self._gated)[-GATE_LOOKBACK_WINDOWS:]:
             inputs.append(np.concatenate((context, samples)))
             context = samples[-SileroVadModel.context_samples :]
         self._gated.clear()
+        self._gated_windows = 0
 
     @property
     def _gated_context(self) -> np.ndarray:
@@ -222,14 +242,15 @@ class SileroVadStream:
         self._buffer.clear()
         self._state = self._model.initial_state()
         self._context = np.zeros(SileroVadModel.context_samples, dtype=np.float32)
-        # Bound GATE_LOOKBACK_WINDOWS, policy: drop oldest (only the most recent lead-in primes the state).
-        self._gated: deque[np.ndarray] = deque(maxlen=GATE_LOOKBACK_WINDOWS)
+        self._gated: deque[np.ndarray] = deque()  # rows of gated windows; bound: `_remember_gated`
+        self._gated_windows = 0
         self._gate_open_for = 0
 
     def close(self) -> None:
         self._closed = True
         self._buffer.clear()
         self._gated.clear()
+        self._gated_windows = 0
 
 
 @dataclass(slots=True)
@@ -270,6 +291,8 @@ def score_together(plans: Sequence[VadPlan]) -> list[list[float]]:
     """The probabilities of every plan's windows, in round r scoring the r-th input of every plan that has
     one, in one batched model call (a stream's inputs depend on each other through its state; different
     streams' do not). The listen executor hands this the frames of all the sessions waiting at once."""
+    if not any(plan.inputs for plan in plans):  # every window gated: nothing to run, no state moves
+        return [[0.0] * len(plan.reported) for plan in plans]
     if len({id(plan.stream._model) for plan in plans}) > 1:
         raise ValueError("score_together: the streams must share one model (a server has one)")
     out: list[list[float]] = []

@@ -20,20 +20,26 @@ class NoiseFloor:
     def __init__(self) -> None:
         # Bound NOISE_BLOCKS, policy: drop the oldest block's minimum (the room may have changed since).
         self._minima: deque[float] = deque(maxlen=NOISE_BLOCKS)
+        self._of_blocks: float | None = None  # min(self._minima), kept: it is read for every frame
         self._block_min = float("inf")
         self._in_block = 0
 
-    def add(self, mean_square: float) -> None:
-        self._block_min = min(self._block_min, mean_square)
-        self._in_block += 1
-        if self._in_block == NOISE_BLOCK_WINDOWS:
-            self._minima.append(self._block_min)
-            self._block_min, self._in_block = float("inf"), 0
+    def add(self, *mean_squares: float) -> None:
+        """One window's energy, or each of a call's windows in order."""
+        for mean_square in mean_squares:
+            if mean_square < self._block_min:
+                self._block_min = mean_square
+            self._in_block += 1
+            if self._in_block == NOISE_BLOCK_WINDOWS:
+                self._minima.append(self._block_min)
+                self._of_blocks = min(self._minima)
+                self._block_min, self._in_block = float("inf"), 0
 
     @property
     def mean_square(self) -> float | None:
         """The floor (mean square of float samples), or None while the first block fills."""
-        return min(min(self._minima), self._block_min) if self._minima else None
+        of_blocks = self._of_blocks
+        return None if of_blocks is None else min(of_blocks, self._block_min)
 
 
 class WindowBuffer:
