@@ -100,10 +100,12 @@ class RecogniseStage(BlockingStage):
         self._preroll.clear()
 
     def _remember(self, pcm: bytes) -> None:
-        self._preroll.append(pcm)
-        self._preroll_size += len(pcm)
-        while self._preroll and self._preroll_size - len(self._preroll[0]) >= self._preroll_limit:
-            self._preroll_size -= len(self._preroll.popleft())
+        preroll, limit = self._preroll, self._preroll_limit
+        preroll.append(pcm)
+        size = self._preroll_size + len(pcm)
+        while preroll and size - len(preroll[0]) >= limit:
+            size -= len(preroll.popleft())
+        self._preroll_size = size
 
     def _open(self) -> list[Frame]:
         self._heard = True

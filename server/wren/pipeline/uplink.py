@@ -204,7 +204,7 @@ def feed_together(runs: Sequence[tuple[Uplink, Sequence[bytes]]]) -> list[Outcom
             done = outcomes[i]
             assert isinstance(done, list)
             done.append(out)
-            if step < len(runs[i][1]) and not any(_is_turn_event(f) for f in out):
+            if step < len(runs[i][1]) and not (out and any(_is_turn_event(f) for f in out)):
                 still.append(i)
         live = still
     return outcomes

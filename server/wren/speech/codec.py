@@ -99,6 +99,7 @@ class OpusDecoder:
         # output into a Python list of ints and back to bytes: that was most of the uplink decode cost.)
         self._pcm = (ctypes.c_int16 * (self._max_samples * channels))()
         self._pcm_pointer = ctypes.cast(self._pcm, opuslib_next.api.c_int16_pointer)
+        self._pcm_bytes = memoryview(self._pcm).cast("B")  # slicing a view copies once (string_at: 5× slower)
 
     def decode(self, packet: bytes) -> bytes:
         """PCM for one packet. An empty packet is concealed as one lost frame (packet loss concealment);
@@ -110,7 +111,8 @@ class OpusDecoder:
         if samples < 0:
             error = opuslib_next.OpusError(samples)
             raise CodecError(f"corrupt Opus packet ({len(packet)} bytes): {error}") from None
-        return _to_mono(ctypes.string_at(self._pcm, samples * self.channels * 2), self.channels)
+        pcm = self._pcm_bytes[: samples * self.channels * 2].tobytes()
+        return pcm if self.channels == 1 else _to_mono(pcm, self.channels)
 
     def reset(self) -> None:
         self._decoder.reset_state()
