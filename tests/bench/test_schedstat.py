@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tools.bench.common import thread_schedstat
+from tools.bench.common import box_steal, stolen_pct, thread_schedstat
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux's /proc schedstat")
 
@@ -29,3 +29,18 @@ def test_a_busy_thread_gains_time_on_a_core() -> None:
 
 def test_no_such_process_gives_none() -> None:
     assert thread_schedstat(2**22 + 12345) is None
+
+
+def test_the_box_s_stolen_time_is_a_share_of_all_its_ticks() -> None:
+    """`box_steal`: what the hypervisor gave to other machines, reported beside the loop's own numbers."""
+    first = box_steal()
+    assert first is not None and 0 <= first[0] <= first[1]
+    end = time.monotonic() + 0.05
+    while time.monotonic() < end:  # let the box's tick counters move
+        pass
+    second = box_steal()
+    assert second is not None and second[1] > first[1]
+    stolen = stolen_pct(first, second)
+    assert stolen is not None and 0.0 <= stolen <= 100.0
+    assert stolen_pct((10.0, 1000.0), (35.0, 1100.0)) == 25.0
+    assert stolen_pct(None, second) is None and stolen_pct(second, second) is None

@@ -54,6 +54,7 @@ from tools.bench.common import (
     SENTENCES,
     ServerProcess,
     box_speed,
+    box_steal,
     device_id,
     fmt,
     hist_percentile,
@@ -62,6 +63,7 @@ from tools.bench.common import (
     noise_packets,
     percentile,
     speed_line,
+    stolen_pct,
     summary,
     thread_schedstat,
     utterances,
@@ -360,15 +362,15 @@ def run_n(
         )
     server_proc = psutil.Process(server.pid)
 
-    def cpu() -> tuple[float, float, tuple[float, float] | None]:
-        """CPU seconds of the server process and of its children (ASR worker processes), and the event
-        loop thread's seconds on a core and waiting for one."""
+    def cpu() -> tuple[float, float, tuple[float, float] | None, tuple[float, float] | None]:
+        """CPU seconds of the server process and of its children (ASR worker processes), the event
+        loop thread's seconds on a core and waiting for one, and the box's stolen ticks."""
         main = sum(server_proc.cpu_times()[:2])
         kids = 0.0
         for child in server_proc.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 kids += sum(child.cpu_times()[:2])
-        return main, kids, thread_schedstat(server.pid)
+        return main, kids, thread_schedstat(server.pid), box_steal()
 
     rss_peak = server.rss_bytes()
     cpu_start = cpu_end = None
@@ -491,6 +493,7 @@ def _aggregate(
             # ready to run but every core was taken (the box is full, not the loop too slow).
             out["loop_on_core_pct"] = round((cpu_end[3][0] - cpu_start[3][0]) / span * 100)
             out["loop_waiting_for_core_pct"] = round((cpu_end[3][1] - cpu_start[3][1]) / span * 100)
+        out["box_stolen_pct"] = stolen_pct(cpu_start[4], cpu_end[4])
     return out
 
 
@@ -532,7 +535,7 @@ def print_table(res: dict) -> None:
     print(
         f"{'N':>4} {'answered':>9} {'uplink lag p99':>15} {'proc p99':>9} {'eos→stt p50/p99':>16} "
         f"{'eos→audio p50/p95':>18} {'answer p50/p95':>15} {'held':>5} {'send lag p99':>12} {'srv CPU':>8} "
-        f"{'loop run/wait':>14}"
+        f"{'loop run/wait':>14} {'stolen':>7}"
     )
     for r in res["rows"]:
         s, a = r["end_of_speech_to_stt_ms"], r["end_of_speech_to_first_audio_ms"]
@@ -544,7 +547,8 @@ def print_table(res: dict) -> None:
             f"{fmt(a['p50']) + '/' + fmt(a['p95']):>18} {fmt(w['p50']) + '/' + fmt(w['p95']):>15} "
             f"{r.get('held', 0):>5} {fmt(r['client_send_lag_ms']['p99'], ' ms'):>12} "
             f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8} "
-            f"{fmt(r.get('loop_on_core_pct'), '%') + '/' + fmt(r.get('loop_waiting_for_core_pct'), '%'):>14}"
+            f"{fmt(r.get('loop_on_core_pct'), '%') + '/' + fmt(r.get('loop_waiting_for_core_pct'), '%'):>14} "
+            f"{fmt(r.get('box_stolen_pct'), '%'):>7}"
         )
     for r in res["rows"]:
         asr = r.get("asr")

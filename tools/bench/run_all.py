@@ -247,6 +247,9 @@ def table_rows(res: dict) -> list[dict]:
         if row.get("loop_waiting_for_core_pct") is not None:  # Linux: the loop thread's schedstat
             add(f"N={n} streaming: event loop on a core / waiting for one (% of the time)",
                 f"{row['loop_on_core_pct']} / {row['loop_waiting_for_core_pct']}", " %")
+        if row.get("box_stolen_pct") is not None:  # Linux: /proc/stat's steal, all of the box's CPUs
+            add(f"N={n} streaming: CPU time the hypervisor gave to other machines (% of the box)",
+                row["box_stolen_pct"], " %")
         asr = row.get("asr")
         if asr and asr.get("decodes_per_utterance") is not None:  # Moonshine's counters (`/metrics`)
             guesses, ends = asr["speculative"]["cpu_s"], asr["urgent"]["cpu_s"]
