@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tools.bench.common import box_steal, stolen_pct, thread_schedstat
+from tools.bench.common import box_steal, loop_speed_probe, stolen_pct, thread_schedstat
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux's /proc schedstat")
 
@@ -44,3 +44,9 @@ def test_the_box_s_stolen_time_is_a_share_of_all_its_ticks() -> None:
     assert stolen is not None and 0.0 <= stolen <= 100.0
     assert stolen_pct((10.0, 1000.0), (35.0, 1100.0)) == 25.0
     assert stolen_pct(None, second) is None and stolen_pct(second, second) is None
+
+
+def test_the_speed_probe_times_its_own_cpu_in_ms_per_million_steps() -> None:
+    """`loop_speed_probe`: the box's speed each second of a run, on `box_speed`'s scale (a 1M-step loop)."""
+    speeds = [loop_speed_probe(steps=50_000) for _ in range(3)]
+    assert all(1.0 < ms < 2000.0 for ms in speeds)  # any box from 50× faster to 50× slower than ours

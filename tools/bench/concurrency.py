@@ -58,6 +58,7 @@ from tools.bench.common import (
     device_id,
     fmt,
     hist_percentile,
+    loop_speed_probe,
     merge_hists,
     ms,
     noise_packets,
@@ -374,12 +375,17 @@ def run_n(
 
     rss_peak = server.rss_bytes()
     cpu_start = cpu_end = None
+    speeds: list[float] = []  # the box's speed each second of the measured window (`loop_speed_probe`)
+    next_probe = t0
     while any(p.poll() is None for p in procs):
         now = time.monotonic()
         if cpu_start is None and now >= t0:
             cpu_start = (now, *cpu())
         if cpu_start is not None and cpu_end is None and now >= window_end:
             cpu_end = (now, *cpu())
+        if cpu_start is not None and cpu_end is None and now >= next_probe:
+            speeds.append(loop_speed_probe())
+            next_probe = now + 1.0
         rss_peak = max(rss_peak, server.rss_bytes())
         time.sleep(0.25)
     if cpu_end is None:
@@ -397,6 +403,8 @@ def run_n(
             break
         time.sleep(0.5)
     out = _aggregate(n, workers, results, uplink, server, log_offset, rss_peak, cpu_start, cpu_end)
+    if speeds:
+        out["box_loop_1m_ms"] = {"p50": round(percentile(speeds, 50), 1), "max": round(max(speeds), 1)}
     out["asr"] = asr_work(metrics_before, server.metrics(), out["utterances"])
     return out
 
@@ -535,11 +543,12 @@ def print_table(res: dict) -> None:
     print(
         f"{'N':>4} {'answered':>9} {'uplink lag p99':>15} {'proc p99':>9} {'eos→stt p50/p99':>16} "
         f"{'eos→audio p50/p95':>18} {'answer p50/p95':>15} {'held':>5} {'send lag p99':>12} {'srv CPU':>8} "
-        f"{'loop run/wait':>14} {'stolen':>7}"
+        f"{'loop run/wait':>14} {'stolen':>7} {'box loop p50/max':>17}"
     )
     for r in res["rows"]:
         s, a = r["end_of_speech_to_stt_ms"], r["end_of_speech_to_first_audio_ms"]
         w = r.get("end_of_speech_to_answer_audio_ms") or {"p50": None, "p95": None}
+        speed = r.get("box_loop_1m_ms") or {}
         print(
             f"{r['n']:>4} {r['answered']:>4}/{r['utterances']:<4} "
             f"{fmt(r['uplink_lag_ms']['p99'], ' ms'):>15} "
@@ -548,7 +557,8 @@ def print_table(res: dict) -> None:
             f"{r.get('held', 0):>5} {fmt(r['client_send_lag_ms']['p99'], ' ms'):>12} "
             f"{fmt(r.get('server_cpu_pct_of_one_core'), '%'):>8} "
             f"{fmt(r.get('loop_on_core_pct'), '%') + '/' + fmt(r.get('loop_waiting_for_core_pct'), '%'):>14} "
-            f"{fmt(r.get('box_stolen_pct'), '%'):>7}"
+            f"{fmt(r.get('box_stolen_pct'), '%'):>7} "
+            f"{fmt(speed.get('p50')) + '/' + fmt(speed.get('max'), ' ms'):>17}"
         )
     for r in res["rows"]:
         asr = r.get("asr")

@@ -247,6 +247,9 @@ def table_rows(res: dict) -> list[dict]:
         if row.get("loop_waiting_for_core_pct") is not None:  # Linux: the loop thread's schedstat
             add(f"N={n} streaming: event loop on a core / waiting for one (% of the time)",
                 f"{row['loop_on_core_pct']} / {row['loop_waiting_for_core_pct']}", " %")
+        if row.get("box_loop_1m_ms"):  # the box's own speed, each second of the run
+            add(f"N={n} streaming: the box during the run: a 1M-step Python loop, median / slowest",
+                f"{row['box_loop_1m_ms']['p50']:.0f} / {row['box_loop_1m_ms']['max']:.0f}", " ms")
         if row.get("box_stolen_pct") is not None:  # Linux: /proc/stat's steal, all of the box's CPUs
             add(f"N={n} streaming: CPU time the hypervisor gave to other machines (% of the box)",
                 row["box_stolen_pct"], " %")
