@@ -210,6 +210,7 @@ BAD_CONFIGS = {
     "wrong TOML type": ({}, "[vad]\nsilence_ms = \"long\"\n", "vad.silence_ms"),
     "bad TOML": ({}, "[server\nport = 1\n", "not valid TOML"),
     "unknown section": ({}, "[sever]\nport = 1\n", "unknown section [sever]"),
+    "no GIL switch interval": ({"WREN_SERVER_GIL_SWITCH_INTERVAL_MS": "0"}, None, "gil_switch_interval_ms"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import urllib.request
 
 import pytest
@@ -39,3 +40,19 @@ async def test_sigterm_with_a_device_connected_closes_it_with_going_away_and_exi
         code, reason = await dev.wait_closed(15)
         assert (code, reason) == (CLOSE_GOING_AWAY, "server shutting down")
     assert proc.wait(30) == 0
+
+
+def test_the_server_process_takes_its_gil_switch_interval_from_the_config() -> None:
+    """`wren serve` sets it before anything starts (20 ms by default: the event loop's rounds of uplink work
+    are not cut every 5 ms by a waiting recogniser thread)."""
+    from wren.commands.serve import set_gil_switch_interval
+    from wren.config import Config
+
+    before = sys.getswitchinterval()
+    try:
+        set_gil_switch_interval(Config().server.gil_switch_interval_ms)
+        assert sys.getswitchinterval() == pytest.approx(0.020)
+        set_gil_switch_interval(5)
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+    finally:
+        sys.setswitchinterval(before)

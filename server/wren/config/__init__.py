@@ -156,6 +156,9 @@ def check_choices(config: Config) -> None:
     config.store.url = url
     if config.store.lease_s < 1:
         raise ConfigError(f"store.lease_s must be at least 1 second (got {config.store.lease_s})")
+    if not 0 < config.server.gil_switch_interval_ms <= 1000:
+        raise ConfigError("server.gil_switch_interval_ms must be above 0 and at most 1000 "
+                          f"(got {config.server.gil_switch_interval_ms})")
     if not 0 <= config.tts.nice <= 19:
         raise ConfigError(f"tts.nice must be 0..19 (0 = the server's own priority; got {config.tts.nice})")
 

@@ -65,6 +65,10 @@ class ServerConfig:
     # false, or another recogniser: on the listen threads. See wren.pipeline.batched_executor.
     uplink_on_loop: bool = True
     speak_workers: int = 2  # threads for downlink CPU work (TTS, resample, encode)
+    # How long a thread may hold the GIL while another waits for it (Python's default: 5 ms). The event loop
+    # runs every device's uplink in rounds of up to ≈ 15 ms; at 5 ms it was made to hand the GIL to the
+    # recogniser's and synthesis threads in the middle of them (`wren serve` only; wren.commands.serve).
+    gil_switch_interval_ms: float = 20.0
 
 
 @dataclass
