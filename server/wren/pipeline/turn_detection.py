@@ -91,9 +91,8 @@ class TurnDetector(BlockingStage):
         self.audio_ms += chunk_ms
         if self.heard_speech and self._at_room_level(frame.audio.pcm):
             self._quiet(chunk_ms, out)
-        elif not self.heard_speech and max(frame.probabilities, default=0.0) < self._cfg.threshold:
-            if frame.probabilities:  # what `_window` does with each of them (the common case, in one step)
-                self._speech_run_ms = 0.0
+        elif not self.heard_speech and max(frame.probabilities, default=1.0) < self._cfg.threshold:
+            self._speech_run_ms = 0.0  # what `_window` does with each of them (the common case, in one step)
         else:
             for probability in frame.probabilities:
                 self._window(probability, frame.window_ms, out)
