@@ -414,12 +414,6 @@ def box_speed() -> dict[str, float]:
     import numpy as np
     from wren.speech.vad import SileroVadModel
 
-    def python_loop() -> float:
-        started, total = time.perf_counter(), 0
-        for i in range(1_000_000):
-            total += i
-        return (time.perf_counter() - started) * 1000
-
     vad = SileroVadModel(energy_gate_dbfs=-200.0)
     window, state = np.zeros((1, 576), dtype=np.float32), vad.initial_state()  # one window, one stream
 
@@ -431,7 +425,7 @@ def box_speed() -> dict[str, float]:
         return (time.perf_counter() - started) / windows * 1e6
 
     silero(50)  # warm-up
-    return {"python_loop_1m_ms": round(min(python_loop() for _ in range(3)), 1),
+    return {"python_loop_1m_ms": round(min(loop_speed_probe(1_000_000) for _ in range(3)), 1),
             "silero_window_us": round(min(silero() for _ in range(3)), 1)}
 
 
