@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from wren.config import TtsConfig
+from wren.speech.sentences import SentenceSplitter
 from wren.speech.tts import load_tts
 from wren.speech.tts.phrase_cache import MAX_CHARS, PhraseCache
 
@@ -49,6 +50,25 @@ def test_warming_caches_each_chunk_as_a_reply_would_be_split():
     added = cache.warm(["Sorry, I don't understand that yet. Ask me what I can do to hear what I know."])
     assert added == 2 and cache.cached("Sorry, I don't understand that yet.")
     assert cache.warm(["Sorry, I don't understand that yet."]) == 0  # already there
+
+
+def test_every_chunk_of_the_built_in_agents_fixed_replies_is_cached_by_the_warm_up():
+    from wren.agent.engines.builtin import FIXED_REPLIES, LEAD_INS
+
+    voice = CountingVoice()
+    cache = PhraseCache(voice)
+    cache.warm([*FIXED_REPLIES, *LEAD_INS])
+    chunks = [chunk for reply in [*FIXED_REPLIES, *LEAD_INS] for chunk in _as_a_reply_splits(reply)]
+    assert len(chunks) > len(FIXED_REPLIES) and [chunk for chunk in chunks if not cache.cached(chunk)] == []
+    voice.calls.clear()
+    for chunk in chunks:
+        list(cache.synthesize(chunk))
+    assert voice.calls == []  # no chunk of a fixed reply waits for piper
+
+
+def _as_a_reply_splits(reply: str) -> list[str]:
+    splitter = SentenceSplitter()
+    return [*splitter.feed(reply), *splitter.flush()]
 
 
 def test_a_reply_that_starts_with_a_cached_clause_starts_with_its_audio_and_synthesises_only_the_rest():

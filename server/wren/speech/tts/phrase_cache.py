@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_CHARS = 80
+# The longest chunk of the built-in agent's fixed replies is 87 characters (the second half of "I can tell you
+# ..."); at 80 it was never cached, and 200 streaming devices synthesised it anew for every "what can you do"
+# (docs/performance.md, round 22). A test keeps every fixed chunk under the bound; longer texts (an LLM's
+# sentences) are mostly said once, and the byte bound keeps the cache small either way.
+MAX_CHARS = 120
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 BUSY_POLL_S = 0.05  # the warm-up looks this often whether the turns in progress are over
 
