@@ -48,6 +48,7 @@ def stage_count(samples: dict[str, float], stage: str) -> float:
     return samples.get(f'wren_turn_stage_seconds_count{{stage="{stage}"}}', 0.0)
 
 
+THREAD_CPU = "wren_thread_cpu_seconds_total"
 TEXT_TURNS = 'wren_turns_total{cancelled="false",source="text"}'
 PROMPT_TURNS = 'wren_turns_total{cancelled="false",source="prompt"}'
 
@@ -125,6 +126,9 @@ async def test_metrics_count_the_recognisers_decodes_their_cpu_and_how_each_utte
     assert grew(ENDS) == 1  # one utterance: its words were the guess at the pause, or decoded at its end
     assert grew(DECODES) >= 1
     assert grew(DECODE_CPU) > 0
+    # ... and the decode threads' own CPU says who spent it
+    decode_threads = [name for name in after if name.startswith(THREAD_CPU + '{thread="wren-moonshine')]
+    assert decode_threads and grew(decode_threads) > 0
 
 
 async def test_two_servers_keep_their_own_metrics(start_server, server):

@@ -29,6 +29,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
 from wren.config import package_version
+from wren.transport.thread_cpu import cpu_by_thread
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,13 @@ class _LiveCollector:
             if size is not None:
                 pools.add_metric([name], size)
         yield pools
+        threads = CounterMetricFamily(
+            "wren_thread_cpu_seconds", "CPU seconds of each thread, by name (MainThread: the event loop); "
+            "(other): threads Python did not start (ONNX Runtime's) and ended ones.", labels=["thread"],
+        )
+        for name, seconds in sorted(cpu_by_thread().items()):
+            threads.add_metric([name], seconds)
+        yield threads
         yield from self._asr()
 
     def _asr(self) -> Iterator[Metric]:
