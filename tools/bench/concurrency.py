@@ -375,14 +375,18 @@ def run_n(
 
     rss_peak = server.rss_bytes()
     cpu_start = cpu_end = None
+    threads_start: dict[str, float] = {}  # /metrics at the measured window's start and end: CPU by thread
+    threads_end: dict[str, float] = {}
     speeds: list[float] = []  # the box's speed each second of the measured window (`loop_speed_probe`)
     next_probe = t0
     while any(p.poll() is None for p in procs):
         now = time.monotonic()
         if cpu_start is None and now >= t0:
             cpu_start = (now, *cpu())
+            threads_start = server.metrics()
         if cpu_start is not None and cpu_end is None and now >= window_end:
             cpu_end = (now, *cpu())
+            threads_end = server.metrics()
         if cpu_start is not None and cpu_end is None and now >= next_probe:
             speeds.append(loop_speed_probe())
             next_probe = now + 1.0
@@ -390,6 +394,7 @@ def run_n(
         time.sleep(0.25)
     if cpu_end is None:
         cpu_end = (time.monotonic(), *cpu())
+        threads_end = server.metrics()
     results = []
     for w, p in enumerate(procs):
         path = tmp / f"result{w}.json"
@@ -405,7 +410,10 @@ def run_n(
     out = _aggregate(n, workers, results, uplink, server, log_offset, rss_peak, cpu_start, cpu_end)
     if speeds:
         out["box_loop_1m_ms"] = {"p50": round(percentile(speeds, 50), 1), "max": round(max(speeds), 1)}
-    out["asr"] = asr_work(metrics_before, server.metrics(), out["utterances"])
+    metrics_after = server.metrics()
+    out["asr"] = asr_work(metrics_before, metrics_after, out["utterances"])
+    if cpu_start and cpu_end:  # the same window as the server's CPU and the loop's share above
+        out["threads_cpu_pct"] = thread_cpu(threads_start, threads_end, cpu_end[0] - cpu_start[0])
     return out
 
 
@@ -428,6 +436,34 @@ def asr_work(before: dict[str, float], after: dict[str, float], utterances: int)
     if utterances:
         out["decodes_per_utterance"] = round(sum(out[c]["decodes"] for c in ASR_CLASSES) / utterances, 2)
     return out
+
+
+THREAD_GROUPS = (  # the server's threads by name prefix (`wren_thread_cpu_seconds`), first match wins
+    ("event loop", "MainThread"),
+    ("Moonshine spill", "wren-moonshine-spill"),
+    ("Moonshine", "wren-moonshine"),
+    ("synthesis", "wren-speak"),
+    ("ONNX Runtime pools and ended threads", "(other)"),
+    ("the rest", ""),
+)
+
+
+def thread_cpu(before: dict[str, float], after: dict[str, float], span_s: float) -> dict[str, int] | None:
+    """The server's CPU during the run by thread group, in % of one core, from `wren_thread_cpu_seconds`
+    (which thread had the cores: the event loop, the recogniser, synthesis); None without those counters."""
+    prefix = 'wren_thread_cpu_seconds_total{thread="'
+    grew: dict[str, float] = {}
+    for name, value in after.items():
+        if name.startswith(prefix):
+            thread = name[len(prefix) : -2]
+            grew[thread] = value - before.get(name, 0.0)
+    if not grew or span_s <= 0:
+        return None
+    out = dict.fromkeys((group for group, _ in THREAD_GROUPS), 0.0)
+    for thread, seconds in grew.items():
+        group = next(group for group, start in THREAD_GROUPS if thread.startswith(start))
+        out[group] += seconds
+    return {group: round(seconds / span_s * 100) for group, seconds in out.items()}
 
 
 def _aggregate(
@@ -567,6 +603,10 @@ def print_table(res: dict) -> None:
             print(f"N = {r['n']}: Moonshine decodes (CPU s) {by_class}; "
                   f"{asr.get('decodes_per_utterance')} per utterance; words from the guess at the pause "
                   f"{asr['ends_guessed']}, decoded at the end {asr['ends_decoded']}")
+        threads = r.get("threads_cpu_pct")
+        if threads:
+            print(f"N = {r['n']}: server CPU by thread (% of one core over the run): "
+                  + ", ".join(f"{group} {pct}" for group, pct in threads.items()))
 
 
 def main() -> int:

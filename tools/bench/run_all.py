@@ -258,6 +258,10 @@ def table_rows(res: dict) -> list[dict]:
             guesses, ends = asr["speculative"]["cpu_s"], asr["urgent"]["cpu_s"]
             add(f"N={n} streaming: Moonshine decodes per utterance (CPU s of guesses / of end decodes)",
                 f"{asr['decodes_per_utterance']} ({guesses} / {ends})", "")
+        threads = row.get("threads_cpu_pct")
+        if threads:  # which of the server's threads had the cores (`wren_thread_cpu_seconds`)
+            add(f"N={n} streaming: server CPU by thread, % of one core ("
+                + " / ".join(threads) + ")", " / ".join(str(pct) for pct in threads.values()), "")
     mem = res.get("memory", {})
     if mem.get("rows") and "with_asr_workers_mb" in mem["rows"][0]:
         add("server RSS incl. ASR worker processes, 0 devices", mem["rows"][0]["with_asr_workers_mb"], " MB")
