@@ -23,8 +23,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from wren.pipeline.downlink import DownlinkFormat, DownlinkRenderer
+from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.frames import Sentence
+from wren.pipeline.phrase_packets import render_phrase
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +54,7 @@ class HoldAudio:
         if cached is None or not cached(HOLD_PHRASE):
             return None
         started = time.perf_counter()
-        renderer = DownlinkRenderer(self._tts.sample_rate, fmt)
-        out: list[bytes] = []
-        for pcm in self._tts.synthesize(HOLD_PHRASE):  # from the cache: no synthesis
-            out.extend(renderer.render(pcm))
-        out.extend(renderer.flush())
-        made = tuple(out)
+        made = render_phrase(self._tts, fmt, HOLD_PHRASE)  # from the cache: no synthesis
         self._packets[fmt] = made
         while len(self._packets) > MAX_FORMATS:
             self._packets.popitem(last=False)

@@ -9,7 +9,8 @@ pacer (audio already sent and still to play) and the packets it made that the pa
 A `Sentence` is passed on right before the packet holding its first audio (the pacer sends `sentence_start`
 with it); a sentence the TTS fails on becomes a `StageError` and the reply goes on with the next one. One
 renderer per turn: every reply starts with a fresh Opus encoder (reference §9.3, xinnan #863) and the padded
-last frame comes last.
+last frame comes last; a sentence whose audio is in the phrase cache is sent from packets made once
+(wren.pipeline.phrase_packets), with a fresh renderer after it.
 
 A reply's `Hold` (wren.pipeline.hold) is kept here, where it is known whether audio is late: while the
 first job waits past `hold.at` with no packet made, the hold phrase's ready packets go out first; the
@@ -29,6 +30,7 @@ from wren.pipeline.downlink import DownlinkFormat, DownlinkRenderer
 from wren.pipeline.frames import Frame, Packet, Sentence, StageError
 from wren.pipeline.hold import Hold
 from wren.pipeline.pacer import PlaybackPacer
+from wren.pipeline.phrase_packets import PhrasePackets
 from wren.pipeline.stage import Push, Stage
 from wren.pipeline.timing import TurnTiming
 from wren.pipeline.tts_scheduler import PLAYBACK_LEAD_S, RELEASE_AHEAD_S, TtsScheduler
@@ -57,13 +59,16 @@ class SynthesiseStage(Stage):
 
     def __init__(self, tts: Any, fmt: DownlinkFormat, scheduler: TtsScheduler | Executor,
                  timing: TurnTiming | None = None, *, pacer: PlaybackPacer | None = None, name: str = "",
-                 hold: Hold | None = None) -> None:
+                 hold: Hold | None = None, phrases: PhrasePackets | None = None) -> None:
         """`scheduler`: the process's TtsScheduler (a bare executor gets a private one: tests, tools).
         `pacer`: the turn's playback clock, for the deadlines of later chunks; without one every chunk
         is due now (first come, first served, as a plain executor would run them). `hold`: the reply's
-        hold phrase, said if its first audio is late (module docstring)."""
+        hold phrase, said if its first audio is late (module docstring). `phrases`: the process's ready
+        packets of cached phrases (a sentence in the phrase cache is sent from them)."""
         self._tts = tts  # a TtsEngine: sample_rate, synthesize(text) → iterator of PCM chunks
         self._renderer = DownlinkRenderer(tts.sample_rate, fmt)
+        self._renderer_used = False  # it has audio of this reply (a partial frame, the resampler's tail)
+        self._phrases = phrases
         self._scheduler = scheduler if isinstance(scheduler, TtsScheduler) else TtsScheduler(scheduler, 1)
         self._timing = timing
         self._pacer = pacer
@@ -95,7 +100,11 @@ class SynthesiseStage(Stage):
             if hold.said or await self._say_hold(push):
                 return
             hold.said = True  # no packets to say it from: synthesised below, like any sentence
+        ready = self._phrases is not None and self._phrases.cached(frame.text)
+        if ready and await self._say_ready(frame, push):
+            return
         self._unannounced.append(frame)
+        self._renderer_used = True
         starts_cached = getattr(self._tts, "starts_cached", None)  # a phrase cache: its first chunk is cheap
         cheap = starts_cached is not None and starts_cached(frame.text)
         try:
@@ -114,7 +123,35 @@ class SynthesiseStage(Stage):
             await push(StageError(self.name, exc))
 
     async def flush(self, push: Push) -> None:
-        await self._push_packets(await self._run(self._renderer.flush), push)
+        if self._renderer_used:
+            await self._push_packets(await self._run(self._renderer.flush), push)
+
+    async def _say_ready(self, frame: Sentence, push: Push) -> bool:
+        """Send a cached phrase from its ready packets (made now, on a speak worker, the first time): the
+        reply's renderer ends its frame first and starts fresh after it (wren.pipeline.phrase_packets).
+        False if there are none after all (the phrase left the cache): synthesise it as usual."""
+        phrases = self._phrases
+        assert phrases is not None
+        packets = phrases.ready(self._fmt, frame.text)
+        if self._renderer_used:
+            await self._push_packets(await self._run(self._renderer.flush), push)
+            self._renderer = DownlinkRenderer(self._tts.sample_rate, self._fmt)
+            self._renderer_used = False
+        if packets is None:
+            try:
+                packets = await self._held_back(
+                    self._run(phrases.render, self._fmt, frame.text, cheap=True), push)
+            except Exception:
+                log.exception("rendering the cached phrase %r failed; synthesising it", frame.text)
+                return False
+        if not packets:
+            return False
+        if self._timing is not None:
+            for stamp in ("tts_started", "tts_first_pcm", "first_packet"):
+                self._timing.mark(stamp)
+        self._unannounced.append(frame)
+        await self._push_packets(list(packets), push)
+        return True
 
     async def _held_back(self, job: Awaitable[Any], push: Push) -> Any:
         """`await job`; but while the reply's first audio is late past `hold.at`, its hold phrase goes out

@@ -87,7 +87,7 @@ class DeviceSession:
             on_state=self._on_turn_state, on_audio=self.touch, timing_sink=services.timing,
             tts_scheduler=services.tts_scheduler,
             hold_phrase_after_s=max(0, self.config.agent.hold_phrase_after_ms) / 1000,
-            hold_audio=services.hold_audio,
+            hold_audio=services.hold_audio, phrase_packets=services.phrase_packets,
         )
         self.replies = ReplyQueue(self.reply_context, self.name, self._after_turn, limits.queued_replies)
         self.turns = TurnTaking(

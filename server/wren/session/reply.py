@@ -27,6 +27,7 @@ from wren.pipeline.frames import EmotionFrame, Frame, Sentence, TextDelta
 from wren.pipeline.hold import Hold, HoldAudio
 from wren.pipeline.pace import PaceStage, TurnEnded
 from wren.pipeline.pacer import PlaybackPacer
+from wren.pipeline.phrase_packets import PhrasePackets
 from wren.pipeline.respond import RespondStage
 from wren.pipeline.stage import Pipeline
 from wren.pipeline.synthesise import SynthesiseStage
@@ -74,6 +75,7 @@ class ReplyContext:
     tts_scheduler: TtsScheduler | None = None  # shared by all sessions; None: a private one per turn
     hold_phrase_after_s: float = 0.0  # no answer audio this long: HOLD_PHRASE first (0 = never)
     hold_audio: HoldAudio | None = None  # its packets (shared by all sessions), for a reply held by synthesis
+    phrase_packets: PhrasePackets | None = None  # ready packets of cached phrases (shared by all sessions)
 
 
 class _TurnSink:
@@ -157,7 +159,8 @@ class ReplyTurn:
         self.spoken = pace.spoken
         # The synthesise stage reads the pacer for its jobs' deadlines (how much audio is queued ahead).
         synthesise = SynthesiseStage(ctx.tts, fmt, ctx.tts_scheduler or ctx.speak_executor, self.timing,
-                                     pacer=pacer, name=f"{ctx.device_id}:{self.turn_id}", hold=self._hold)
+                                     pacer=pacer, name=f"{ctx.device_id}:{self.turn_id}", hold=self._hold,
+                                     phrases=ctx.phrase_packets)
         pipeline = Pipeline(
             [RespondStage(self.timing), synthesise, pace],
             [AGENT_FRAMES, SENTENCES, max(16, PACKET_AHEAD_MS // fmt.frame_ms)],

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from wren.config import Config
 from wren.pipeline.batched_executor import BatchedExecutor
 from wren.pipeline.hold import HoldAudio
+from wren.pipeline.phrase_packets import PhrasePackets
 from wren.pipeline.timing import TimingSink
 from wren.pipeline.tts_scheduler import TtsScheduler
 
@@ -56,12 +57,16 @@ class SessionServices:
     tts_scheduler: TtsScheduler | None = None
     # The hold phrase's packets per downlink format (wren.pipeline.hold); one per process. Made here.
     hold_audio: HoldAudio | None = None
+    # Cached phrases' packets per downlink format (wren.pipeline.phrase_packets); one per process. Made here.
+    phrase_packets: PhrasePackets | None = None
 
     def __post_init__(self) -> None:
         if self.tts_scheduler is None:
             self.tts_scheduler = TtsScheduler(self.speak_executor, self.config.server.speak_workers)
         if self.hold_audio is None:
             self.hold_audio = HoldAudio(self.speech.tts)
+        if self.phrase_packets is None:
+            self.phrase_packets = PhrasePackets(self.speech.tts)
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words
