@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from tests.support.received import Received
-from tools.bench.concurrency import answer_audio
+from tools.bench.streaming_devices import answer_audio
 
 
 def sentence(t: float, text: str) -> Received:

@@ -13,7 +13,7 @@ import pytest
 import websockets
 
 from shared_protocol import audio
-from tools.bench.concurrency import FRAME_MS, UplinkClock
+from tools.bench.streaming_devices import FRAME_MS, UplinkClock
 
 Recorder = tuple[int, list[tuple[float, bytes]]]  # the server's port, what it received
 
