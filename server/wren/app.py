@@ -24,6 +24,7 @@ from wren.pipeline.tts_scheduler import TtsScheduler
 from wren.privacy import log_transcripts
 from wren.session import SessionServices
 from wren.session.services import normalise_phrase
+from wren.session.uplink_rounds import UplinkRounds
 from wren.speech.codec import CodecError, make_encoder
 from wren.speech.priority import lower_this_thread
 from wren.store import data_dir, describe, shared_value
@@ -88,6 +89,7 @@ class WrenServer:
         # Every session's synthesis goes through this one scheduler: earliest deadline first on the speak
         # workers, so one device's long reply never queues ahead of another's first words.
         self.tts_scheduler = TtsScheduler(self.speak_executor, config.server.speak_workers)
+        self.uplink_rounds = UplinkRounds()  # audio fed straight from the socket readers (uplink on the loop)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -119,6 +121,7 @@ class WrenServer:
             listen_executor=self.listen_executor,
             speak_executor=self.speak_executor,
             tts_scheduler=self.tts_scheduler,
+            uplink_rounds=self.uplink_rounds,
             wake_words=frozenset(normalise_phrase(w) for w in self.config.server.wake_words),
         )
         self.app = build_web_app(services)

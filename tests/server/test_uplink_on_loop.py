@@ -12,6 +12,7 @@ from wren.config import Config
 
 from tests.server.helpers import assert_complete_reply, speak, words
 from tests.support.device import TestDevice
+from tests.support.spoken import spoken_pcm
 
 
 def _config(on: bool) -> Config:
@@ -59,7 +60,27 @@ async def test_a_spoken_turn_is_answered_with_the_uplink_on_the_loop_or_on_the_t
         reply = await dev.next_reply(timeout=60)
         assert {"what", "day"} <= words(reply.stt or ""), reply.stt
         assert_complete_reply(dev, reply)
+    rounds = server.server.uplink_rounds
     if on_loop:
-        assert seen == {"wren-test-server"}  # the server's event loop thread (tests/server/conftest.py)
+        # Straight from the socket reader in the loop's rounds, or (behind a turn event) as the executor's
+        # job on the server's event loop thread (tests/server/conftest.py): never on a listen thread.
+        assert rounds.frames > 0
+        assert seen <= {"wren-test-server"}, seen
     else:
+        assert rounds.frames == 0
         assert seen and all(name.startswith("wren-listen_") for name in seen), seen
+
+
+async def test_a_listen_stop_right_behind_a_burst_of_audio_is_handled_after_every_frame_of_it(start_server):
+    # The frames go into the loop's uplink rounds straight from the socket reader; the `listen stop` read
+    # right behind them must not finalise the utterance before the round that feeds them has run.
+    server = start_server()
+    async with TestDevice(server.ws_url) as dev:
+        await dev.connect()
+        await dev.listen_start("manual")
+        await dev.stream_pcm(spoken_pcm("what day is it", dev.sample_rate), realtime=False)
+        await dev.listen_stop()
+        reply = await dev.next_reply(timeout=60)
+        assert {"what", "day"} <= words(reply.stt or ""), reply.stt
+        assert_complete_reply(dev, reply)
+    assert server.server.uplink_rounds.frames > 0

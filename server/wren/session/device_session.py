@@ -1,7 +1,8 @@
 """One device connection, the dispatcher: hello, listen modes, ordered frame handling, turns, timers.
 
 Who owns what:
-- `Inbox`: every frame, in arrival order, bounded (the reader waits when full);
+- `Inbox`: every frame, in arrival order, bounded (the reader waits when full), except audio that
+  `UplinkRounds` (wren.session.uplink_rounds) feeds straight from the reader while the inbox is empty;
 - `Listener` (wren.session.listening): the uplink pipeline of the utterance being captured;
 - `TurnDecider` (wren.pipeline.turn_decision): answer the words, or the empty-input rule;
 - `ReplyQueue` (wren.session.replies): replies one at a time, each a downlink pipeline;
@@ -28,7 +29,7 @@ from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.timing import UplinkTiming
 from wren.session.device_tools import DeviceTools
 from wren.session.hello import HelloRefused, Negotiated, looks_like_hello, negotiate, with_transport
-from wren.session.inbox import AudioRun, Inbox, ReplyEnded
+from wren.session.inbox import AudioRun, Inbox, ReplyEnded, RoundResult
 from wren.session.limits import UPLINK_CLOSE_AFTER_S, UPLINK_CLOSE_FACTOR, TypedGate, UplinkGate
 from wren.session.listening import Listener
 from wren.session.outbox import Outbox
@@ -97,6 +98,8 @@ class DeviceSession:
             typed_gate=TypedGate(limits.typed_per_minute, limits.typed_text_chars, self.name),
         )
         self._inbox = Inbox()
+        self._rounds = services.uplink_rounds
+        self._busy = False  # the processor is handling an item (so audio goes through the inbox)
         self._runner: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._closed = False
@@ -124,12 +127,49 @@ class DeviceSession:
                 await self.outbox.close(CLOSE_POLICY, "uplink audio far faster than real time")
             return
         self.uplink_timing.arrived()
+        if self._round_open():
+            payload = self._payload(data)
+            if payload:
+                self._rounds.add(self, payload, self.uplink_timing.take_arrival())  # type: ignore[union-attr]
+                return
         await self._enqueue(data)
 
     async def _enqueue(self, frame: str | bytes) -> None:
         if self._closed or self._runner is None or self._runner.done():
             return
+        self._round_first()
         await self._inbox.put(frame)
+
+    # ---- uplink rounds (wren.session.uplink_rounds) -------------------------------------------
+
+    def _round_open(self) -> bool:
+        """This frame may skip the inbox: nothing is waiting or being processed, and it would be fed."""
+        return (self._rounds is not None and not self._busy and self._inbox.idle and not self._closed
+                and self.hello_received.is_set() and self.listener.accepts_now() and self.turns.feeds_audio())
+
+    def _payload(self, data: bytes) -> bytes | None:
+        try:
+            return audio.unpack(self.outbox.protocol_version, data)[0]
+        except ProtocolError:
+            return None  # through the inbox, which counts and logs it
+
+    def _round_first(self) -> None:
+        """Before anything else is queued: frames of this session waiting in the round are fed first."""
+        if self._rounds is not None:
+            self._rounds.run_if_holding(self)
+
+    def round_done(self, fed: list[tuple[bytes, float | None]], outcome: list[Any] | BaseException | None
+                   ) -> None:
+        if self._closed:
+            return
+        if isinstance(outcome, BaseException):  # as the processor logs a failed frame
+            log.error("%s: handling a binary frame failed", self.name, exc_info=outcome)
+            return
+        consumed = outcome or []
+        events = self.listener.settle(fed, consumed)
+        rest = fed[len(consumed):]
+        if (events or rest) and not self._inbox.post_round(RoundResult(events, rest)):
+            log.error("%s: an uplink round's result was dropped (inbox full)", self.name)
 
     async def close(self) -> None:
         """The socket is gone (or closing): stop everything, give pooled resources back."""
@@ -215,9 +255,12 @@ class DeviceSession:
         try:
             while True:
                 item = await self._inbox.next()
+                self._busy = True
                 try:
                     if isinstance(item, AudioRun):
                         await self._on_audio_run(item.frames)
+                    elif isinstance(item, RoundResult):
+                        await self._on_round_result(item)
                     elif isinstance(item, ReplyEnded):
                         await self.turns.on_reply_ended()
                     else:
@@ -229,7 +272,9 @@ class DeviceSession:
                 except Exception:
                     # One bad frame never ends the session (or touches another one).
                     log.exception("%s: handling a %s frame failed", self.name,
-                                  "binary" if isinstance(item, AudioRun) else "text")
+                                  "binary" if isinstance(item, AudioRun | RoundResult) else "text")
+                finally:
+                    self._busy = False
         finally:
             self._inbox.drain()
 
@@ -285,6 +330,11 @@ class DeviceSession:
                 continue
             pending.append((payload, arrival))
         self.stats.binary_not_listening += await self.turns.on_audio(pending)
+
+    async def _on_round_result(self, result: RoundResult) -> None:
+        await self.turns.on_uplink_events(await self.listener.with_words(result.events))
+        if result.rest:
+            self.stats.binary_not_listening += await self.turns.on_audio(list(result.rest))
 
     # ---- hello -----------------------------------------------------------------------------------
 
@@ -344,5 +394,6 @@ class DeviceSession:
             log.info("%s: no speech after repeated prompts; closing", self.name)
             await self.outbox.close(CLOSE_NORMAL, "no speech; goodbye")
             return False
+        self._round_first()
         await self._inbox.post(ReplyEnded())  # acted on in order with the frames (turn-taking table)
         return True

@@ -7,12 +7,15 @@ is never cut short under load.
 
 Consecutive audio frames waiting in the inbox come out as one `AudioRun` (up to the next text frame, at most
 `MAX_AUDIO_RUN`), so the uplink pays its executor hand-off once per run, not per frame, and order is kept.
+Frames an uplink round fed (wren.session.uplink_rounds) never come through here; what the round leaves for
+the session (turn events, frames behind them) comes as one `RoundResult`, in order with the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 INBOX_FRAMES = 256  # ~15 s of 60 ms audio; beyond that the reader waits (TCP back-pressure)
 MAX_AUDIO_RUN = 32  # frames per executor call (≈2 s of audio): one session cannot hold a listen thread long
@@ -29,15 +32,24 @@ class AudioRun:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundResult:
+    """What an uplink round (wren.session.uplink_rounds) leaves for the processor: the turn events of audio
+    it fed, and the frames behind them it did not feed, in arrival order."""
+
+    events: list[Any]
+    rest: list[tuple[bytes, float | None]]
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyEnded:
     """Posted by the session itself when a reply ends, so it is acted on in order with the frames."""
 
 
 class Inbox:
     def __init__(self, capacity: int = INBOX_FRAMES, max_run: int = MAX_AUDIO_RUN) -> None:
-        self._queue: asyncio.Queue[str | bytes | ReplyEnded] = asyncio.Queue(capacity)
+        self._queue: asyncio.Queue[str | bytes | ReplyEnded | RoundResult] = asyncio.Queue(capacity)
         self._max_run = max_run
-        self._held: TextIn | ReplyEnded | None = None  # what ended the last audio run: next in line
+        self._held: TextIn | ReplyEnded | RoundResult | None = None  # what ended the last audio run
 
     async def put(self, frame: str | bytes) -> None:
         await self._queue.put(frame)
@@ -45,14 +57,28 @@ class Inbox:
     async def post(self, event: ReplyEnded) -> None:
         await self._queue.put(event)
 
-    async def next(self) -> TextIn | AudioRun | ReplyEnded:
+    def post_round(self, result: RoundResult) -> bool:
+        """An uplink round's result, without waiting: the session used the round only while this inbox was
+        empty and runs it before queueing anything else, so there is room; False (dropped) if not."""
+        try:
+            self._queue.put_nowait(result)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting to be processed."""
+        return self._held is None and self._queue.empty()
+
+    async def next(self) -> TextIn | AudioRun | ReplyEnded | RoundResult:
         if self._held is not None:
             held, self._held = self._held, None
             return held
         first = await self._queue.get()
         if isinstance(first, str):
             return TextIn(first)
-        if isinstance(first, ReplyEnded):
+        if isinstance(first, ReplyEnded | RoundResult):
             return first
         run = [first]
         while len(run) < self._max_run and not self._queue.empty():

@@ -116,7 +116,29 @@ class Listener:
             return []
         run = payloads[:LOOP_RUN_FRAMES] if self._executor.on_loop else payloads
         outcomes = await self._await(
-            self._executor.submit_together(_feed_together, (self, uplink, [p for p, _ in run])))
+            self._executor.submit_together(feed_listeners, (self, uplink, [p for p, _ in run])))
+        events = self.settle(payloads, outcomes)
+        del payloads[: len(outcomes)]
+        return await self.with_words(events)
+
+    # ---- fed in an uplink round (wren.session.uplink_rounds) -------------------------------------
+
+    def accepts_now(self) -> bool:
+        """Frames may go into this loop round's call (no executor job): the uplink runs on the loop, an
+        utterance is open, and no finished one is waiting for its words."""
+        return self._executor.on_loop and self.active and not self._awaiting_words
+
+    def round_item(self, payloads: list[bytes]) -> tuple[Listener, Uplink, list[bytes]] | None:
+        """This listener's item for `feed_listeners`, or None when no utterance is open any more."""
+        uplink = self._uplink
+        if uplink is None or uplink.ended:
+            return None
+        return self, uplink, payloads[:LOOP_RUN_FRAMES]
+
+    def settle(self, payloads: list[tuple[bytes, float | None]], outcomes: list[Any]) -> list[Frame]:
+        """After a feed (one outcome per frame it consumed, from the front of `payloads`): each decoded
+        frame's time through the uplink, corrupt packets counted; the turn events and errors that came out
+        (a `Transcribing` still waiting for its words: see `with_words`)."""
         events: list[Frame] = []
         for (_payload, arrival), frames in zip(payloads, outcomes, strict=False):
             decoded = True
@@ -130,7 +152,10 @@ class Listener:
                 self.timing.processed(arrival)
             else:
                 self.bad_packets += 1
-        del payloads[: len(outcomes)]
+        return events
+
+    async def with_words(self, events: list[Frame]) -> list[Frame]:
+        """`events` with a `Transcribing` replaced by its `Utterance` once the recogniser has its words."""
         if not any(isinstance(f, Transcribing) for f in events):
             return events  # the common case, every frame: no coroutine more
         with self._words_pending():
@@ -170,8 +195,9 @@ class Listener:
             log.exception("releasing the uplink failed")
 
 
-def _feed_together(items: list[tuple[Listener, Uplink, list[bytes]]]) -> list[Any]:
-    """The listen executor's call for the audio of every session waiting at once (see `feed_together`)."""
+def feed_listeners(items: list[tuple[Listener, Uplink, list[bytes]]]) -> list[Any]:
+    """The audio of many sessions in one call (see `feed_together`): the listen executor's call for every
+    session waiting at once, and an uplink round's (wren.session.uplink_rounds)."""
     outcomes = feed_together([(uplink, payloads) for _, uplink, payloads in items])
     for at, ((listener, _, _), outcome) in enumerate(zip(items, outcomes, strict=True)):
         if not isinstance(outcome, BaseException):

@@ -13,6 +13,7 @@ from wren.pipeline.hold import HoldAudio
 from wren.pipeline.phrase_packets import PhrasePackets
 from wren.pipeline.timing import TimingSink
 from wren.pipeline.tts_scheduler import TtsScheduler
+from wren.session.uplink_rounds import UplinkRounds
 
 
 class ConnectionClosed(Exception):
@@ -59,6 +60,9 @@ class SessionServices:
     hold_audio: HoldAudio | None = None
     # Cached phrases' packets per downlink format (wren.pipeline.phrase_packets); one per process. Made here.
     phrase_packets: PhrasePackets | None = None
+    # Every session's audio frames of one loop iteration, fed in one call from the socket readers when the
+    # uplink runs on the loop (wren.session.uplink_rounds); one per process. Made here.
+    uplink_rounds: UplinkRounds | None = None
 
     def __post_init__(self) -> None:
         if self.tts_scheduler is None:
@@ -67,6 +71,8 @@ class SessionServices:
             self.hold_audio = HoldAudio(self.speech.tts)
         if self.phrase_packets is None:
             self.phrase_packets = PhrasePackets(self.speech.tts)
+        if self.uplink_rounds is None:
+            self.uplink_rounds = UplinkRounds()
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words

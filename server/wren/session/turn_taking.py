@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from wren.pipeline.frames import InputEnd, SpeechOnset, Utterance
+from wren.pipeline.frames import Frame, InputEnd, SpeechOnset, Utterance
 from wren.pipeline.turn_decision import GiveUp, Prompt, Reply, Silence, TurnDecider
 from wren.pipeline.turn_detection import ListenMode
 from wren.privacy import said
@@ -131,13 +131,22 @@ class TurnTaking:
                 continue
             run = pending[:upto]
             del pending[:upto]
-            for event in await self.listener.feed(run):  # consumes a prefix: up to a turn event
-                if isinstance(event, SpeechOnset):
-                    await self._on_onset()
-                elif isinstance(event, Utterance):
-                    await self._on_utterance(event)
+            await self.on_uplink_events(await self.listener.feed(run))  # consumes a prefix: up to an event
             pending[:0] = run  # the rest goes through the table again (the state may have changed)
         return dropped
+
+    async def on_uplink_events(self, events: list[Frame]) -> None:
+        """Act on what the uplink said about audio already fed: someone started speaking, an utterance is
+        over (with its words). Anything else (a stage's error) was logged where it happened."""
+        for event in events:
+            if isinstance(event, SpeechOnset):
+                await self._on_onset()
+            elif isinstance(event, Utterance):
+                await self._on_utterance(event)
+
+    def feeds_audio(self) -> bool:
+        """Audio arriving now goes straight into the uplink (the table's FEED)."""
+        return self._lookup(ListenEvent.AUDIO) is Action.FEED
 
     async def on_abort(self, reason: str | None) -> None:
         log.info("%s: abort (%s)", self.name, reason or "button")
