@@ -130,22 +130,24 @@ class DeviceSession:
         if self._round_open():
             payload = self._payload(data)
             if payload:
-                self._rounds.add(self, payload, self.uplink_timing.take_arrival())  # type: ignore[union-attr]
+                self._rounds.add(self, payload, self.uplink_timing.take_arrival())
                 return
         await self._enqueue(data)
 
     async def _enqueue(self, frame: str | bytes) -> None:
         if self._closed or self._runner is None or self._runner.done():
             return
-        self._round_first()
+        self._rounds.run_if_holding(self)  # this session's frames waiting in the round go first
         await self._inbox.put(frame)
 
     # ---- uplink rounds (wren.session.uplink_rounds) -------------------------------------------
 
     def _round_open(self) -> bool:
-        """This frame may skip the inbox: nothing is waiting or being processed, and it would be fed."""
-        return (self._rounds is not None and not self._busy and self._inbox.idle and not self._closed
-                and self.hello_received.is_set() and self.listener.accepts_now() and self.turns.feeds_audio())
+        """This frame may skip the inbox: a live processor has nothing waiting or in hand, and it is fed."""
+        runner = self._runner
+        return (not self._busy and self._inbox.idle and not self._closed and runner is not None
+                and not runner.done() and self.hello_received.is_set() and self.listener.accepts_now()
+                and self.turns.feeds_audio())
 
     def _payload(self, data: bytes) -> bytes | None:
         try:
@@ -153,13 +155,8 @@ class DeviceSession:
         except ProtocolError:
             return None  # through the inbox, which counts and logs it
 
-    def _round_first(self) -> None:
-        """Before anything else is queued: frames of this session waiting in the round are fed first."""
-        if self._rounds is not None:
-            self._rounds.run_if_holding(self)
-
-    def round_done(self, fed: list[tuple[bytes, float | None]], outcome: list[Any] | BaseException | None
-                   ) -> None:
+    def round_done(self, fed: list[tuple[bytes, float | None]], outcome: Any) -> None:
+        """`UplinkRounds`' hand-back: frame outcomes of a prefix of `fed`, the call's error, or None."""
         if self._closed:
             return
         if isinstance(outcome, BaseException):  # as the processor logs a failed frame
@@ -394,6 +391,6 @@ class DeviceSession:
             log.info("%s: no speech after repeated prompts; closing", self.name)
             await self.outbox.close(CLOSE_NORMAL, "no speech; goodbye")
             return False
-        self._round_first()
+        self._rounds.run_if_holding(self)  # as in _enqueue
         await self._inbox.post(ReplyEnded())  # acted on in order with the frames (turn-taking table)
         return True

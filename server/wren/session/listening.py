@@ -4,7 +4,9 @@ The uplink is used by one thread at a time: every call is one executor job, reme
 shielded, so a job always runs to its end and `close()` can wait for one still running after its awaiting
 task was cancelled. The executor is `wren.pipeline.batched_executor.BatchedExecutor`; audio goes in with
 `submit_together`, so the frames of all the sessions waiting at once are fed in one call and their VAD is
-one model run (`wren.pipeline.uplink.feed_together`).
+one model run (`wren.pipeline.uplink.feed_together`). With the executor on the event loop, audio of an open
+utterance may also come from the loop's uplink round (wren.session.uplink_rounds: `accepts_now`,
+`round_item`, `settle`), on the same thread and never while the session's processor is handling anything.
 """
 
 from __future__ import annotations

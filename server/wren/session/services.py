@@ -61,8 +61,8 @@ class SessionServices:
     # Cached phrases' packets per downlink format (wren.pipeline.phrase_packets); one per process. Made here.
     phrase_packets: PhrasePackets | None = None
     # Every session's audio frames of one loop iteration, fed in one call from the socket readers when the
-    # uplink runs on the loop (wren.session.uplink_rounds); one per process. Made here.
-    uplink_rounds: UplinkRounds | None = None
+    # uplink runs on the loop (wren.session.uplink_rounds); one per process. Made here if none is given.
+    uplink_rounds: UplinkRounds = field(default_factory=UplinkRounds)
 
     def __post_init__(self) -> None:
         if self.tts_scheduler is None:
@@ -71,8 +71,7 @@ class SessionServices:
             self.hold_audio = HoldAudio(self.speech.tts)
         if self.phrase_packets is None:
             self.phrase_packets = PhrasePackets(self.speech.tts)
-        if self.uplink_rounds is None:
-            self.uplink_rounds = UplinkRounds()
+
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words
