@@ -1,11 +1,12 @@
 """Uplink rounds: the audio frames every session read in one event-loop iteration, fed in one call, straight
 from the socket readers.
 
-With the uplink on the event loop (`[server] uplink_on_loop`, Moonshine), a frame used to take four hops
-before its work began: the socket reader put it in the session's inbox, the session's processor task woke
-to take it, handed it to the listen executor as a job with a future, and woke again when the executor's
-loop round resolved that future. At 200 streaming devices (3,333 frames a second) those hops were about as
-much of the loop's time as the work itself (docs/performance.md, round 23). A session whose processor has
+With the uplink on the event loop (`[server] uplink_on_loop`, Moonshine), a frame used to take three hops
+through the loop's callbacks: the socket reader put it in the session's inbox, the session's processor task
+woke to take it and handed it to the listen executor as a job with a future, the executor's loop round ran
+it, and the task woke again when that future was resolved. At 200 streaming devices (3,333 frames a second)
+the hops, the socket and asyncio were about as much of the loop's time as the work itself
+(docs/performance.md, round 23). A session whose processor has
 nothing to do (inbox empty, not busy, its uplink open and fed by the turn-taking table) now adds the frame
 here from its reader; one `call_soon` callback per loop iteration feeds the frames of all such sessions
 through `wren.session.listening.feed_listeners` (their VAD in one model call, as the executor's round did),
