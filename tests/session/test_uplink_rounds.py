@@ -108,6 +108,17 @@ async def test_one_sessions_failure_leaves_the_other_sessions_fed(calls, caplog)
     assert "could not be handed to its session" in caplog.text
 
 
+async def test_a_closed_sessions_failing_hand_back_leaves_the_other_sessions_fed(calls, caplog):
+    rounds = UplinkRounds()
+    broken, fine = _Member("broken", open_=False, fail_on_done=True), _Member("fine")
+    rounds.add(broken, b"b", None)
+    rounds.add(fine, b"f", None)
+    await asyncio.sleep(0)
+    assert broken.done == [([(b"b", None)], None)]
+    assert fine.done == [([(b"f", None)], [[]])]
+    assert "could not be handed to its session" in caplog.text
+
+
 async def test_a_failing_call_is_every_session_of_its_outcome(monkeypatch):
     def feed(items: list[tuple[Any, ...]]) -> list[Any]:
         raise RuntimeError("the VAD model failed")

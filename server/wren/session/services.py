@@ -72,6 +72,5 @@ class SessionServices:
         if self.phrase_packets is None:
             self.phrase_packets = PhrasePackets(self.speech.tts)
 
-
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words

@@ -85,7 +85,7 @@ class UplinkRounds:
         for member in members:
             item = member.listener.round_item([payload for payload, _ in pending[member]])
             if item is None:
-                member.round_done(pending[member], None)
+                _hand_back(member, pending[member], None)
             else:
                 items.append(item)
                 fed_members.append(member)
@@ -98,7 +98,11 @@ class UplinkRounds:
         for member, outcome in zip(fed_members, outcomes, strict=True):
             if not isinstance(outcome, BaseException):
                 self.frames += len(outcome)
-            try:
-                member.round_done(pending[member], outcome)
-            except Exception:  # one session's failure never stops the others' frames
-                log.exception("an uplink round's result could not be handed to its session")
+            _hand_back(member, pending[member], outcome)
+
+
+def _hand_back(member: RoundMember, fed: Pending, outcome: list[Any] | BaseException | None) -> None:
+    try:
+        member.round_done(fed, outcome)
+    except Exception:  # one session's failure never stops the others' frames
+        log.exception("an uplink round's result could not be handed to its session")
