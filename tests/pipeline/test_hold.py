@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.frames import Packet, Sentence
-from wren.pipeline.hold import HOLD_PHRASE, MAX_FORMATS, Hold, HoldAudio
+from wren.pipeline.hold import HOLD_PHRASE, Hold, HoldAudio
+from wren.pipeline.phrase_packets import PhrasePackets
 from wren.pipeline.synthesise import SynthesiseStage
 from wren.pipeline.timing import TurnTiming
 from wren.pipeline.tts_scheduler import TtsScheduler
@@ -56,7 +57,7 @@ def texts(frames: list) -> list[str]:
 
 
 def hold_in(seconds: float, voice: CachedVoice) -> Hold:
-    return Hold(time.monotonic() + seconds, HoldAudio(voice))
+    return Hold(time.monotonic() + seconds, HoldAudio(PhrasePackets(voice)))
 
 
 class Rig:
@@ -164,25 +165,25 @@ async def test_a_reply_cancelled_while_held_leaves_no_synthesis_job_waiting(pool
     assert "Answer." not in rig.voice.synthesized and len(rig.scheduler.trace) == 1  # only the other device's
 
 
-def test_the_hold_phrases_packets_are_rendered_once_per_downlink_format() -> None:
+def test_the_hold_phrases_packets_are_rendered_once_per_downlink_format_as_a_ready_phrase() -> None:
     voice = CachedVoice()
-    audio = HoldAudio(voice)
+    phrases = PhrasePackets(voice)
+    audio = HoldAudio(phrases)
     first = audio.packets(PCM_16K_60MS)
     assert first is not None and len(first) == HOLD_FRAMES
     assert audio.packets(PCM_16K_60MS) is first and voice.synthesized == [HOLD_PHRASE]
     opus = audio.packets(DownlinkFormat("opus", 24000, 60))  # resampled and encoded: 0.3 s in 60 ms packets
     assert opus is not None and len(opus) == 5 and voice.synthesized == [HOLD_PHRASE] * 2
-    for rate in (8000, 12000, 24000, 48000, 16000):
-        for frame_ms in (20, 40):
-            audio.packets(DownlinkFormat("pcm", rate, frame_ms))
-    assert len(audio._packets) == MAX_FORMATS  # bounded: the least recently used formats were dropped
-    assert HoldAudio(CachedVoice(hold_cached=False)).packets(PCM_16K_60MS) is None
+    # One store for every ready phrase (its bound and eviction: tests/pipeline/test_phrase_packets.py): a
+    # reply that begins with "One moment." sends the same packets.
+    assert phrases.ready(PCM_16K_60MS, HOLD_PHRASE) is first and phrases.rendered == 2
+    assert HoldAudio(PhrasePackets(CachedVoice(hold_cached=False))).packets(PCM_16K_60MS) is None
 
 
 def test_a_hold_is_due_at_its_bound_after_the_end_of_speech_and_never_within_the_grace() -> None:
-    voice = CachedVoice()
-    assert Hold.after(1.5, since=100.0, audio=HoldAudio(voice), now=100.2).at == pytest.approx(101.5)
-    late = Hold.after(1.5, since=100.0, audio=HoldAudio(voice), now=103.0)  # the words came late
+    audio = HoldAudio(PhrasePackets(CachedVoice()))
+    assert Hold.after(1.5, since=100.0, audio=audio, now=100.2).at == pytest.approx(101.5)
+    late = Hold.after(1.5, since=100.0, audio=audio, now=103.0)  # the words came late
     assert late.at == pytest.approx(103.25) and late.text == HOLD_PHRASE
 
 

@@ -7,59 +7,49 @@ Either way the person hears `HOLD_PHRASE` once, `[agent] hold_phrase_after_ms` a
 speaking, then the answer. `Hold` is one reply's promise of it; the synthesise stage keeps it
 (wren.pipeline.synthesise).
 
-The phrase is said from packets rendered once per downlink format out of the TTS phrase cache, so saying
-it needs no synthesis job and no speak worker: under load those are exactly what the late reply is waiting
-for. Rendering (resample + Opus encode of under a second of cached audio, a few milliseconds) happens on
-the event loop, once per format. Without the phrase in the cache (the cache off, or not warm yet) there
-are no packets: the stage then holds only for a silent engine, by synthesising the phrase like any
-sentence.
+The phrase is said from ready packets (wren.pipeline.phrase_packets: a cached phrase encoded once per
+downlink format), so saying it needs no synthesis job and no speak worker: under load those are exactly
+what the late reply is waiting for. The first time a format needs them they are made on the event loop
+(resample + Opus encode of under a second of cached audio, a few milliseconds). Without the phrase in the
+TTS phrase cache (the cache off, or not warm yet) there are no packets: the stage then holds only for a
+silent engine, by synthesising the phrase like any sentence.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 from wren.pipeline.downlink import DownlinkFormat
 from wren.pipeline.frames import Sentence
-from wren.pipeline.phrase_packets import render_phrase
+from wren.pipeline.phrase_packets import PhrasePackets
 
 log = logging.getLogger(__name__)
 
 HOLD_PHRASE = "One moment."
-MAX_FORMATS = 8  # downlink formats whose packets are kept; past it the least recently used is dropped
 # A reply whose words came after the bound had passed (the recogniser was late) still gets this long to
 # begin before the hold phrase is said: its first audio may be a cached phrase, a few milliseconds away.
 GRACE_S = 0.25
 
 
 class HoldAudio:
-    """The hold phrase's packets per downlink format, rendered from the TTS phrase cache. One per server."""
+    """The hold phrase's packets per downlink format: one of the ready phrases. One per server."""
 
-    def __init__(self, tts: Any) -> None:
-        self._tts = tts  # a wren.speech.tts engine; only a phrase cache (with `cached`) has the audio
-        # Bound MAX_FORMATS; overflow policy: drop the least recently used format's packets.
-        self._packets: OrderedDict[DownlinkFormat, tuple[bytes, ...]] = OrderedDict()
+    def __init__(self, phrases: PhrasePackets) -> None:
+        self._phrases = phrases
 
     def packets(self, fmt: DownlinkFormat) -> tuple[bytes, ...] | None:
         """The phrase's packets in `fmt` (the last frame padded), or None while the cache lacks its audio."""
-        made = self._packets.get(fmt)
+        made = self._phrases.ready(fmt, HOLD_PHRASE)
         if made is not None:
-            self._packets.move_to_end(fmt)
             return made
-        cached = getattr(self._tts, "cached", None)
-        if cached is None or not cached(HOLD_PHRASE):
-            return None
         started = time.perf_counter()
-        made = render_phrase(self._tts, fmt, HOLD_PHRASE)  # from the cache: no synthesis
-        self._packets[fmt] = made
-        while len(self._packets) > MAX_FORMATS:
-            self._packets.popitem(last=False)
-        log.info("hold phrase %r rendered for %s %d Hz / %d ms: %d packets in %.1f ms", HOLD_PHRASE,
-                 fmt.format, fmt.sample_rate, fmt.frame_ms, len(made), (time.perf_counter() - started) * 1000)
+        made = self._phrases.render(fmt, HOLD_PHRASE)  # from the phrase cache: no synthesis
+        if made is not None:
+            spent_ms = (time.perf_counter() - started) * 1000
+            log.info("hold phrase %r rendered for %s %d Hz / %d ms: %d packets in %.1f ms", HOLD_PHRASE,
+                     fmt.format, fmt.sample_rate, fmt.frame_ms, len(made), spent_ms)
         return made
 
 

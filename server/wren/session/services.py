@@ -56,10 +56,10 @@ class SessionServices:
     # Orders the synthesis jobs of all sessions on the speak workers by deadline
     # (wren.pipeline.tts_scheduler); one per process. Made here from `speak_executor` if none is given.
     tts_scheduler: TtsScheduler | None = None
-    # The hold phrase's packets per downlink format (wren.pipeline.hold); one per process. Made here.
-    hold_audio: HoldAudio | None = None
     # Cached phrases' packets per downlink format (wren.pipeline.phrase_packets); one per process. Made here.
     phrase_packets: PhrasePackets | None = None
+    # The hold phrase's packets, one of those phrases (wren.pipeline.hold); one per process. Made here.
+    hold_audio: HoldAudio | None = None
     # Every session's audio frames of one loop iteration, fed in one call from the socket readers when the
     # uplink runs on the loop (wren.session.uplink_rounds); one per process. Made here if none is given.
     uplink_rounds: UplinkRounds = field(default_factory=UplinkRounds)
@@ -67,10 +67,10 @@ class SessionServices:
     def __post_init__(self) -> None:
         if self.tts_scheduler is None:
             self.tts_scheduler = TtsScheduler(self.speak_executor, self.config.server.speak_workers)
-        if self.hold_audio is None:
-            self.hold_audio = HoldAudio(self.speech.tts)
         if self.phrase_packets is None:
             self.phrase_packets = PhrasePackets(self.speech.tts)
+        if self.hold_audio is None:
+            self.hold_audio = HoldAudio(self.phrase_packets)
 
     def is_wake_word(self, text: str) -> bool:
         return normalise_phrase(text) in self.wake_words
