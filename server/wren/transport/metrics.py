@@ -29,6 +29,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
 from wren.config import package_version
+from wren.transport.overload import OverloadWatch
 from wren.transport.thread_cpu import cpu_by_thread
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class ServerMetrics:
             ["stage"], buckets=STAGE_BUCKETS_S, registry=self.registry,
         )
         self.lag = LagHistogram(LAG_BUCKETS_S)
+        self.overload = OverloadWatch(lambda: len(self._open))  # the log line when the uplink falls behind
         for source in ("speech", "text", "prompt"):  # present (at 0) from the first scrape
             for cancelled in ("false", "true"):
                 self.turns.labels(source, cancelled)
@@ -91,6 +93,7 @@ class ServerMetrics:
 
     def uplink_lag(self, lag_ms: float) -> None:
         self.lag.observe(lag_ms / 1000)
+        self.overload.observe(lag_ms)
 
     # ---- sessions (called by wren.transport.websocket) ----------------------------------------------
 
