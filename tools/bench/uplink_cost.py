@@ -99,31 +99,31 @@ def parts(rounds: int, packets: list[bytes]) -> dict[str, float]:
             planning[0] += time.process_time() - started
 
     steps: dict[str, list[float]] = {k: [] for k in ("whole", "decode", "front", "vad", "plan", "back")}
-    uplink_module.plan_together = timed_plan
-    try:
-        for at, packet in enumerate(packets):
-            t0 = time.process_time()
-            feed_together([(uplink, [packet]) for uplink in whole])
-            t1 = time.process_time()
-            for decoder in alone:
-                decoder.decode(packet)
-            t2 = time.process_time()
-            fronts = [uplink._front.push(UplinkPacket(packet)) for uplink in stepped]
-            t3 = time.process_time()
-            planning[0] = 0.0
-            work = [(uplink._vad, f) for uplink, out in zip(stepped, fronts, strict=True) for f in out
-                    if isinstance(f, Pcm)]
-            activity = VadStage.process_together(work)
-            t4 = time.process_time()
-            for (stage, _), done in zip(work, activity, strict=True):
-                next(u for u in stepped if u._vad is stage)._back.push(done)
-            t5 = time.process_time()
-            if at >= WARM_FRAMES:
-                for key, spent in (("whole", t1 - t0), ("decode", t2 - t1), ("front", t3 - t2),
-                                   ("vad", t4 - t3), ("plan", planning[0]), ("back", t5 - t4)):
-                    steps[key].append(spent)
-    finally:
-        uplink_module.plan_together = plan_together
+    for at, packet in enumerate(packets):
+        t0 = time.process_time()
+        feed_together([(uplink, [packet]) for uplink in whole])
+        t1 = time.process_time()
+        for decoder in alone:
+            decoder.decode(packet)
+        t2 = time.process_time()
+        fronts = [uplink._front.push(UplinkPacket(packet)) for uplink in stepped]
+        t3 = time.process_time()
+        planning[0] = 0.0
+        uplink_module.plan_together = timed_plan  # the stepped VAD's planning only, not the whole call's
+        try:
+            fed = [(uplink, f) for uplink, out in zip(stepped, fronts, strict=True) for f in out
+                   if isinstance(f, Pcm)]
+            activity = VadStage.process_together([(uplink._vad, f) for uplink, f in fed])
+        finally:
+            uplink_module.plan_together = plan_together
+        t4 = time.process_time()
+        for (uplink, _), done in zip(fed, activity, strict=True):
+            uplink._back.push(done)
+        t5 = time.process_time()
+        if at >= WARM_FRAMES:
+            for key, spent in (("whole", t1 - t0), ("decode", t2 - t1), ("front", t3 - t2),
+                               ("vad", t4 - t3), ("plan", planning[0]), ("back", t5 - t4)):
+                steps[key].append(spent)
     per = {key: _typical(spent) / rounds * 1e6 for key, spent in steps.items()}
     per["front"] -= per["decode"]  # the front's own frames and chain, the decode being timed alone
     per["bookkeeping"] = per["whole"] - per["decode"] - per["front"] - per["vad"] - per["back"]
