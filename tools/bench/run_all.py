@@ -136,17 +136,15 @@ def _get(d: Any, *path: Any) -> Any:
     return d
 
 
-def _verdict(value: Any, target: float | None, lower_is_better: bool = True, strict: bool = False) -> str:
-    """`strict`: the goal is "< target", not "≤ target". The uplink lag's percentiles are the floors of their
-    histogram buckets (1 ms below 100 ms, 10 ms above), so a p99 printed as 100 means 100–110 ms: a miss."""
+def _verdict(value: Any, target: float | None, strict: bool = False) -> str:
+    """Every goal here is an upper bound. `strict`: the goal is "< target", not "≤ target". The uplink lag's
+    percentiles are the floors of their histogram buckets (1 ms below 100 ms, 10 ms above), so a p99
+    printed as 100 means 100–110 ms: a miss."""
     if target is None:
         return ""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "not measured"
-    if lower_is_better:
-        ok = value < target if strict else value <= target
-    else:
-        ok = value > target if strict else value >= target
+    ok = value < target if strict else value <= target
     return "met" if ok else "MISSED"
 
 
